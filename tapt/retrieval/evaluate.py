@@ -1,0 +1,108 @@
+"""Evaluate any retriever on a BEIR split: rank, score with pytrec_eval, report.
+
+A retriever is anything with ``name`` and ``retrieve(corpus_ids, corpus_texts, query_ids,
+query_texts) -> Retrieval`` (:class:`~tapt.retrieval.dense.DenseRetriever`,
+:class:`~tapt.encoders.bm25.BM25Retriever`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from tapt.data.beir import BeirDataset
+from tapt.retrieval.dense import Retrieval
+from tapt.retrieval.metrics import METRIC_KEYS, Run, score_run
+
+
+class Retriever(Protocol):
+    name: str
+
+    def retrieve(self, corpus_ids: Sequence[str], corpus_texts: Sequence[str],
+                 query_ids: Sequence[str], query_texts: Sequence[str]) -> Retrieval: ...
+
+
+@dataclass
+class EvalReport:
+    """Metrics, per-query values, the ranking, timings and what was evaluated."""
+
+    metrics: dict[str, float]
+    per_query: dict[str, dict[str, float]]
+    run: Run
+    timings: dict[str, float]
+    info: dict[str, object] = field(default_factory=dict)
+
+    def to_dict(self, with_per_query: bool = True) -> dict:
+        data = {**self.metrics, "timings": self.timings, "evaluated": self.info}
+        if with_per_query:
+            data["per_query"] = self.per_query
+        return data
+
+    def write_json(self, path: str | os.PathLike) -> None:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_text(json.dumps(self.to_dict(), indent=2) + "\n", encoding="utf-8")
+
+    def write_trec_run(self, path: str | os.PathLike, tag: str = "tapt") -> None:
+        """TREC run format: ``qid Q0 docid rank score tag``, ranked as trec_eval ranks."""
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        with Path(path).open("w", encoding="utf-8") as handle:
+            for query_id, docs in self.run.items():
+                ranked = sorted(docs.items(), key=lambda item: (item[1], item[0]), reverse=True)
+                for position, (doc_id, score) in enumerate(ranked, start=1):
+                    handle.write(f"{query_id} Q0 {doc_id} {position} {score:.6f} {tag}\n")
+
+
+def split_queries(dataset: BeirDataset, split: str) -> tuple[list[str], list[str]]:
+    """Ids and texts of the queries judged in ``split``."""
+    query_ids = list(dataset.split(split))
+    return query_ids, [dataset.queries[query_id] for query_id in query_ids]
+
+
+def evaluate(retriever: Retriever, dataset: BeirDataset, split: str, *,
+             corpus_ids: Sequence[str] | None = None, with_title: bool = True,
+             info: dict | None = None) -> EvalReport:
+    """Rank ``corpus_ids`` (default: the whole corpus) for the split's queries and score."""
+    corpus_ids = list(dataset.corpus) if corpus_ids is None else list(corpus_ids)
+    corpus_texts = [dataset.corpus[doc_id].as_text(with_title) for doc_id in corpus_ids]
+    query_ids, query_texts = split_queries(dataset, split)
+    retrieval = retriever.retrieve(corpus_ids, corpus_texts, query_ids, query_texts)
+    qrels = dataset.split(split)
+    scored = score_run(qrels, retrieval.run)
+    evaluated = {"model": retriever.name, "data": dataset.source, "split": split,
+                 "corpus_size": len(corpus_ids), "full_corpus_size": len(dataset.corpus),
+                 "num_queries": len(query_ids), "with_title": with_title, **(info or {})}
+    return EvalReport(metrics=scored.mean, per_query=scored.per_query, run=retrieval.run,
+                      timings=retrieval.timings, info=evaluated)
+
+
+def metrics_table(rows: dict[str, dict[str, float]], title: str = "Retrieval metrics"):
+    """A rich table with one row per evaluated system and the four FormBench metrics."""
+    from rich.table import Table
+
+    table = Table(title=title)
+    table.add_column("system")
+    for key in METRIC_KEYS:
+        table.add_column(key, justify="right")
+    for name, metrics in rows.items():
+        table.add_row(name, *(f"{metrics[key]:.4f}" for key in METRIC_KEYS))
+    return table
+
+
+def timings_table(timings: dict[str, float], title: str = "Timings"):
+    """A rich table of throughput and latency figures."""
+    from rich.table import Table
+
+    table = Table(title=title)
+    table.add_column("figure")
+    table.add_column("value", justify="right")
+    for key, value in timings.items():
+        table.add_row(key, f"{value:,.3f}")
+    return table
+
+
+__all__ = ["EvalReport", "Retriever", "evaluate", "metrics_table", "timings_table",
+           "split_queries"]

@@ -1,0 +1,91 @@
+"""FormBench retrieval metrics, computed by pytrec_eval (trec_eval's definitions).
+
+- ``binary_ndcg@10``: nDCG@10 where only anchors (grade >= 3) are relevant, gain 1
+  (the paper's primary metric).
+- ``graded_ndcg@10``: nDCG@10 with the graded gains 3 / 2 / 1.
+- ``mrr@10``: reciprocal rank of the first anchor within the top 10.
+- ``recall@100``: share of anchors retrieved in the top 100.
+
+Ties in score are broken as trec_eval does (by descending document id), so results
+match ``trec_eval`` run on the same run file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import pytrec_eval
+
+from tapt.data.beir import ANCHOR, Qrels
+
+Run = dict[str, dict[str, float]]
+"""query id -> {corpus id -> score} (the retrieved list, any order)."""
+
+METRIC_KEYS = ("binary_ndcg@10", "graded_ndcg@10", "mrr@10", "recall@100")
+
+
+@dataclass
+class MetricResult:
+    """Mean metrics over the evaluated queries and each query's own values."""
+
+    mean: dict[str, float]
+    per_query: dict[str, dict[str, float]]
+
+    @property
+    def num_queries(self) -> int:
+        return len(self.per_query)
+
+
+def binarize(qrels: Qrels, relevant_from: int = ANCHOR) -> Qrels:
+    """Keep grade ``>= relevant_from`` as relevant (1), everything else as 0."""
+    return {q: {d: int(s >= relevant_from) for d, s in docs.items()} for q, docs in qrels.items()}
+
+
+def _evaluate(qrels: Qrels, run: Run, measures: set[str]) -> dict[str, dict[str, float]]:
+    evaluator = pytrec_eval.RelevanceEvaluator(qrels, measures)
+    return evaluator.evaluate(run)
+
+
+def score_run(qrels: Qrels, run: Mapping[str, Mapping[str, float]], *,
+              relevant_from: int = ANCHOR) -> MetricResult:
+    """Score ``run`` against graded ``qrels``.
+
+    As in trec_eval, each metric averages over the queries that have at least one
+    relevant passage under that metric: binary metrics over queries with an anchor,
+    graded nDCG over queries with any positive grade. A judged query with nothing
+    retrieved scores 0 (pytrec_eval alone would drop it); run entries for queries
+    without qrels are ignored.
+    """
+    binary = {q: docs for q, docs in binarize(qrels, relevant_from).items()
+              if any(docs.values())}
+    graded = {q: docs for q, docs in qrels.items() if any(s > 0 for s in docs.values())}
+    full_run = {q: {d: float(s) for d, s in run.get(q, {}).items()} for q in graded}
+    # pytrec_eval skips queries whose run is empty; they keep the 0.0 set below.
+    scored_run = {q: docs for q, docs in full_run.items() if docs}
+    binary_scores = _evaluate(binary, scored_run, {"ndcg_cut.10", "recall.100"})
+    # MRR@10: trec_eval's recip_rank has no cut-off, so apply it on a top-10 run.
+    top10 = {q: dict(sorted(docs.items(), key=_trec_order, reverse=True)[:10])
+             for q, docs in scored_run.items()}
+    mrr_scores = _evaluate(binary, top10, {"recip_rank"})
+    graded_scores = _evaluate(graded, scored_run, {"ndcg_cut.10"})
+    per_query: dict[str, dict[str, float]] = {}
+    for query_id in graded:
+        values = {"graded_ndcg@10": graded_scores.get(query_id, {}).get("ndcg_cut_10", 0.0)}
+        if query_id in binary:
+            found = binary_scores.get(query_id, {})
+            values["binary_ndcg@10"] = found.get("ndcg_cut_10", 0.0)
+            values["mrr@10"] = mrr_scores.get(query_id, {}).get("recip_rank", 0.0)
+            values["recall@100"] = found.get("recall_100", 0.0)
+        per_query[query_id] = values
+    mean = {}
+    for key in METRIC_KEYS:
+        values = [row[key] for row in per_query.values() if key in row]
+        mean[key] = sum(values) / len(values) if values else 0.0
+    return MetricResult(mean=mean, per_query=per_query)
+
+
+def _trec_order(item: tuple[str, float]) -> tuple[float, str]:
+    """Sort key for trec_eval's ranking with ``reverse=True``: score, then document id."""
+    doc_id, score = item
+    return (score, doc_id)
