@@ -1,0 +1,1 @@
+"""Datasets: BEIR loading and validation, training rows, sub-corpora, a FormBench-like generator."""

@@ -1,0 +1,1 @@
+"""Encoders: the :class:`~tapt.encoders.base.Encoder` interface, SentenceTransformer presets, BM25."""

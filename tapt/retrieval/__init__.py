@@ -1,0 +1,1 @@
+"""Retrieval: exact FAISS search, pytrec_eval metrics, evaluation reports."""

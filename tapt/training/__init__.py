@@ -1,0 +1,1 @@
+"""Training: TAPT with sentence-transformers' trainer, in-loop evaluation, export."""
