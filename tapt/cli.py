@@ -74,6 +74,8 @@ def build_parser() -> argparse.ArgumentParser:
                           help="preset: qwen3, gte, nomic, default, or auto (from the name)")
     evaluate.add_argument("--max-seq-length", type=int, default=None)
     evaluate.add_argument("--batch-size", type=int, default=32)
+    evaluate.add_argument("--truncate-dim", type=int, default=None,
+                          help="evaluate the first N embedding dimensions (Matryoshka)")
     evaluate.add_argument("--trust-remote-code", action="store_true",
                           help="allow the model's own code from the Hub (off by default)")
     evaluate.add_argument("--device", default=None)
@@ -83,6 +85,16 @@ def build_parser() -> argparse.ArgumentParser:
     bm25.add_argument("--k1", type=float, default=1.5)
     bm25.add_argument("--b", type=float, default=0.75)
     _add_data_args(bm25)
+    train = commands.add_parser("train", help="TAPT: train on a recipe, keep the best dev "
+                                              "checkpoint, export it")
+    train.add_argument("recipe", type=Path)
+    train.add_argument("overrides", nargs="*", metavar="key=value",
+                       help="dotted overrides, e.g. training.learning_rate=1e-5")
+    train.add_argument("--test", action="store_true",
+                       help="evaluate zero-shot and trained models on the test split")
+
+    check = commands.add_parser("validate", help="check recipes without loading models")
+    check.add_argument("recipes", type=Path, nargs="+")
     return parser
 
 
@@ -121,6 +133,7 @@ def _run_retrieval(args: argparse.Namespace, make_retriever) -> int:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
+    from tapt.encoders.base import TruncatedEncoder
     from tapt.encoders.loading import ModelSpec
     from tapt.encoders.sentence import SentenceTransformerEncoder
     from tapt.retrieval.dense import DenseRetriever
@@ -131,6 +144,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
     def make():
         encoder = SentenceTransformerEncoder.load(spec, show_progress=False)
+        if args.truncate_dim:
+            encoder = TruncatedEncoder(encoder, args.truncate_dim)
         return DenseRetriever(encoder, batch_size=args.batch_size, top_k=args.top_k,
                               progress=not args.quiet)
     return _run_retrieval(args, make)
@@ -199,7 +214,37 @@ def _column_order(name: str) -> tuple[int, str]:
     return (order.index(name) if name in order else len(order), name)
 
 
-COMMANDS = {"data": cmd_data, "eval": cmd_eval, "bm25": cmd_bm25}
+def cmd_train(args: argparse.Namespace) -> int:
+    from tapt.recipe import load_recipe
+    from tapt.retrieval.evaluate import metrics_table
+    from tapt.training.tapt import train
+
+    recipe = load_recipe(args.recipe, args.overrides)
+    result = train(recipe, run_test=args.test)
+    if result.final_dir is None:  # not the main process
+        return 0
+    console.print(metrics_table(result.summary, title=f"{args.recipe.name}: TAPT results"))
+    console.print(f"model exported to {result.final_dir}")
+    return 0
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    from tapt.recipe import RecipeError, load_recipe
+    from tapt.training.tapt import check_recipe
+
+    failed = 0
+    for path in args.recipes:
+        try:
+            check_recipe(load_recipe(path))
+            console.print(f"[green]ok[/green] {path}")
+        except RecipeError as err:
+            console.print(f"[red]error:[/red] {err}", highlight=False)
+            failed += 1
+    return 2 if failed else 0
+
+
+COMMANDS = {"data": cmd_data, "eval": cmd_eval, "bm25": cmd_bm25, "train": cmd_train,
+            "validate": cmd_validate}
 
 
 def main(argv: list[str] | None = None) -> int:

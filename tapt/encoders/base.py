@@ -53,3 +53,31 @@ class Encoder(ABC):
     def count_tokens(self, texts: Sequence[str]) -> int | None:
         """Tokens the model will see for ``texts`` (after truncation), or None if unknown."""
         return None
+
+
+class TruncatedEncoder(Encoder):
+    """Keep the first ``dim`` columns of another encoder's embeddings (Matryoshka models)."""
+
+    def __init__(self, encoder: Encoder, dim: int) -> None:
+        if not 0 < dim <= encoder.embedding_dim:
+            raise ValueError(f"truncate dim must be in 1..{encoder.embedding_dim}, got {dim}")
+        self.inner = encoder
+        self.dim = dim
+        self.name = f"{encoder.name}@{dim}"
+        self.normalize = encoder.normalize
+
+    @property
+    def embedding_dim(self) -> int:
+        return self.dim
+
+    def encode_queries(self, texts: Sequence[str], batch_size: int = 32) -> np.ndarray:
+        return np.ascontiguousarray(self.inner.encode_queries(texts, batch_size)[:, :self.dim])
+
+    def encode_corpus(self, texts: Sequence[str], batch_size: int = 32) -> np.ndarray:
+        return np.ascontiguousarray(self.inner.encode_corpus(texts, batch_size)[:, :self.dim])
+
+    def text_length(self, text: str) -> int:
+        return self.inner.text_length(text)
+
+    def count_tokens(self, texts: Sequence[str]) -> int | None:
+        return self.inner.count_tokens(texts)

@@ -32,15 +32,34 @@ def length_order(encoder: Encoder, texts: Sequence[str]) -> list[int]:
     return sorted(range(len(texts)), key=lambda i: -encoder.text_length(texts[i]))
 
 
+def chunks(order: Sequence[int], size: int) -> list[Sequence[int]]:
+    return [order[start:start + size] for start in range(0, len(order), size)]
+
+
 def encode_corpus_into(index: ExactIndex, encoder: Encoder, texts: Sequence[str],
-                       batch_size: int = 32, progress: bool = True) -> list[int]:
-    """Encode ``texts`` longest-first into ``index``; returns the order rows were added in."""
+                       batch_size: int = 32, progress: bool = True,
+                       chunk_size: int | None = None) -> list[int]:
+    """Encode ``texts`` longest-first into ``index``; returns the order rows were added in.
+
+    Each ``encode_corpus`` call gets ``chunk_size`` texts (default: one batch), so memory
+    holds the index plus one chunk.
+    """
     order = length_order(encoder, texts)
-    for start in tqdm(range(0, len(order), batch_size), desc="encode corpus", unit="batch",
-                      disable=not progress):
-        batch = [texts[i] for i in order[start:start + batch_size]]
-        index.add(encoder.encode_corpus(batch, batch_size=batch_size))
+    for chunk in tqdm(chunks(order, chunk_size or batch_size), desc="encode corpus",
+                      unit="batch", disable=not progress):
+        index.add(encoder.encode_corpus([texts[i] for i in chunk], batch_size=batch_size))
     return order
+
+
+def encode_queries_sorted(encoder: Encoder, texts: Sequence[str], batch_size: int = 32,
+                          chunk_size: int | None = None) -> np.ndarray:
+    """Encode queries longest-first in chunks (like the corpus); rows in input order."""
+    order = length_order(encoder, texts)
+    embeddings = np.zeros((len(texts), encoder.embedding_dim), dtype=np.float32)
+    for chunk in chunks(order, chunk_size or batch_size):
+        embeddings[list(chunk)] = encoder.encode_queries([texts[i] for i in chunk],
+                                                         batch_size=batch_size)
+    return embeddings
 
 
 def rank(index: ExactIndex, row_ids: Sequence[str], query_ids: Sequence[str],
@@ -59,8 +78,10 @@ class DenseRetriever:
     """Exact top-k retrieval with any :class:`Encoder`."""
 
     def __init__(self, encoder: Encoder, *, batch_size: int = 32, top_k: int = 100,
-                 use_gpu: bool | None = None, progress: bool = True) -> None:
+                 use_gpu: bool | None = None, progress: bool = True,
+                 chunk_size: int | None = None) -> None:
         self.encoder = encoder
+        self.chunk_size = chunk_size
         self.batch_size = batch_size
         self.top_k = top_k
         self.use_gpu = use_gpu
@@ -76,11 +97,13 @@ class DenseRetriever:
         index = ExactIndex(encoder.embedding_dim, normalize=encoder.normalize,
                            use_gpu=self.use_gpu)
         start = time.perf_counter()
-        order = encode_corpus_into(index, encoder, corpus_texts, self.batch_size, self.progress)
+        order = encode_corpus_into(index, encoder, corpus_texts, self.batch_size, self.progress,
+                                   self.chunk_size)
         corpus_seconds = time.perf_counter() - start
         tokens = encoder.count_tokens(corpus_texts)
         start = time.perf_counter()
-        query_embeddings = encoder.encode_queries(list(query_texts), batch_size=self.batch_size)
+        query_embeddings = encode_queries_sorted(encoder, query_texts, self.batch_size,
+                                                 self.chunk_size)
         query_seconds = time.perf_counter() - start
         run, search_seconds = rank(index, [corpus_ids[i] for i in order], query_ids,
                                    query_embeddings, self.top_k)

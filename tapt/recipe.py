@@ -1,0 +1,214 @@
+"""Training recipes: a typed schema, YAML loading and dotted ``key=value`` overrides.
+
+A recipe is checked in full before anything heavy starts: unknown keys and wrong types
+are errors that name the key (``training.learning_rate: ...``).
+
+Example::
+
+    recipe = load_recipe("recipes/quickstart.yaml", ["training.epochs=1"])
+    recipe.training.per_device_batch_size
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+
+class Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class LoraSettings(Section):
+    """LoRA adapters through peft; merged into the base weights at export."""
+
+    enabled: bool = False
+    r: int = Field(16, gt=0)
+    alpha: int = Field(32, gt=0)
+    dropout: float = Field(0.05, ge=0.0, lt=1.0)
+    target_modules: list[str] | str | None = None
+    """None lets peft pick the model type's defaults."""
+
+
+class ModelSettings(Section):
+    name: str
+    """Hub id, local path, or ``package:NAME/sub/path`` for a model shipped in a Python package."""
+    family: Literal["auto", "qwen3", "gte", "nomic", "default"] = "auto"
+    max_seq_length: int | None = Field(None, gt=0)
+    pooling: Literal["cls", "mean", "max", "lasttoken", "weightedmean"] | None = None
+    query_prompt: str | None = None
+    document_prompt: str | None = None
+    trust_remote_code: bool = False
+    revision: str | None = None
+    lora: LoraSettings = LoraSettings()
+
+
+class DataSettings(Section):
+    path: str
+    """Local BEIR folder or Hub dataset id (e.g. vinven7/FormBench)."""
+    config: str | None = None
+    """Hub config or subfolder: structured (C1), random (C0), sample."""
+    revision: str | None = None
+    train_split: str = "train"
+    dev_split: str = "dev"
+    test_split: str = "test"
+    soft_negative: bool = False
+    """Add the soft negative (grade 1) as a second explicit negative column."""
+    missing_hard_negative: Literal["drop", "pair"] = "drop"
+    with_title: bool = True
+    dev_distractors: int | None = Field(20000, ge=0)
+    """Dev sub-corpus: every judged dev passage plus this many distractors (None: all)."""
+    dev_seed: int = 0
+    lenient: bool = False
+    """Accept empty passages and queries without an anchor (non-FormBench BEIR sets)."""
+
+
+class LossSettings(Section):
+    name: Literal["mnrl", "matryoshka", "cached_mnrl"] = "mnrl"
+    scale: float = Field(20.0, gt=0)
+    """MNRL logit scale (inverse temperature; 20 = temperature 0.05)."""
+    gather_across_devices: bool = True
+    """Use every rank's batch as in-batch negatives under DDP."""
+    matryoshka_dims: list[int] = [768, 512, 256, 128, 64]
+    matryoshka_weights: list[float] | None = None
+    mini_batch_size: int = Field(32, gt=0)
+    """CachedMNRL's gradient-cache chunk size."""
+
+    @model_validator(mode="after")
+    def _check_matryoshka(self) -> LossSettings:
+        if self.matryoshka_weights is not None and \
+                len(self.matryoshka_weights) != len(self.matryoshka_dims):
+            raise ValueError("loss.matryoshka_weights must have one weight per dimension in "
+                             "loss.matryoshka_dims")
+        if any(dim <= 0 for dim in self.matryoshka_dims):
+            raise ValueError("loss.matryoshka_dims must be positive")
+        return self
+
+
+class TrainingSettings(Section):
+    epochs: float = Field(5, gt=0)
+    max_steps: int = -1
+    learning_rate: float = Field(2e-5, gt=0)
+    scheduler: Literal["linear", "cosine", "constant", "constant_with_warmup",
+                       "cosine_with_restarts", "polynomial"] = "linear"
+    warmup_ratio: float = Field(0.1, ge=0, le=1)
+    weight_decay: float = Field(0.0, ge=0)
+    per_device_batch_size: int = Field(32, gt=0)
+    gradient_accumulation_steps: int = Field(1, gt=0)
+    bf16: bool = True
+    seed: int = 42
+    eval_steps: int = Field(100, gt=0)
+    save_steps: int | None = Field(None, gt=0)
+    """Defaults to eval_steps (best-checkpoint selection needs a save at every eval)."""
+    save_total_limit: int = Field(2, ge=1)
+    """Checkpoints kept; the best one is never deleted, so 2 keeps best + last."""
+    logging_steps: int = Field(10, gt=0)
+    gradient_checkpointing: bool = False
+    dataloader_workers: int = Field(0, ge=0)
+
+
+class EvalSettings(Section):
+    metric: Literal["binary_ndcg@10", "graded_ndcg@10", "mrr@10", "recall@100"] = \
+        "binary_ndcg@10"
+    batch_size: int = Field(64, gt=0)
+    top_k: int = Field(100, gt=0)
+    zero_shot: bool = True
+    """Evaluate once before the first step so the dev curve starts at zero-shot."""
+
+
+class TrackingSettings(Section):
+    backend: Literal["none", "wandb", "tensorboard"] = "none"
+    project: str = "tapt"
+    run_name: str | None = None
+
+
+class HubSettings(Section):
+    repo_id: str | None = None
+    private: bool = True
+
+
+class Recipe(Section):
+    model: ModelSettings
+    data: DataSettings
+    loss: LossSettings = LossSettings()
+    training: TrainingSettings = TrainingSettings()
+    eval: EvalSettings = EvalSettings()
+    tracking: TrackingSettings = TrackingSettings()
+    output_dir: str
+    hub: HubSettings = HubSettings()
+
+    @property
+    def metric_key(self) -> str:
+        return self.eval.metric
+
+
+class RecipeError(ValueError):
+    """A recipe that cannot be used; the message names the file and the key."""
+
+
+def parse_override(text: str) -> tuple[list[str], Any]:
+    """``training.learning_rate=1e-5`` -> (["training", "learning_rate"], 1e-5).
+
+    The value is read as YAML, so numbers, booleans, null and lists keep their types.
+    """
+    key, sep, raw = text.partition("=")
+    if not sep or not key.strip():
+        raise RecipeError(f"override {text!r}: expected dotted.key=value")
+    # YAML 1.1 reads "1e-5" as a string; the schema's float fields accept numeric strings.
+    value = yaml.safe_load(raw) if raw.strip() else ""
+    return key.strip().split("."), value
+
+
+def apply_overrides(data: dict, overrides: list[str]) -> dict:
+    """Set each dotted key in a nested dict (sections are created as needed)."""
+    for override in overrides:
+        keys, value = parse_override(override)
+        node = data
+        for key in keys[:-1]:
+            child = node.setdefault(key, {})
+            if not isinstance(child, dict):
+                raise RecipeError(f"override {override!r}: '{key}' is not a section")
+            node = child
+        node[keys[-1]] = value
+    return data
+
+
+def format_validation_error(source: str, err: ValidationError) -> str:
+    lines = [f"{source}: invalid recipe"]
+    for problem in err.errors():
+        key = ".".join(str(part) for part in problem["loc"]) or "(top level)"
+        message = problem["msg"]
+        if problem["type"] == "extra_forbidden":
+            message = "unknown key"
+        elif "input" in problem and problem["type"] not in ("missing",):
+            message = f"{message} (got {problem['input']!r})"
+        lines.append(f"  {key}: {message}")
+    return "\n".join(lines)
+
+
+def load_recipe(path: str | os.PathLike, overrides: list[str] | None = None) -> Recipe:
+    """Read a YAML recipe, apply ``key=value`` overrides and validate it."""
+    path = Path(path)
+    if not path.is_file():
+        raise RecipeError(f"{path}: recipe not found")
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as err:
+        raise RecipeError(f"{path}: not valid YAML: {err}") from None
+    if not isinstance(data, dict):
+        raise RecipeError(f"{path}: a recipe is a mapping of sections")
+    apply_overrides(data, overrides or [])
+    try:
+        return Recipe.model_validate(data)
+    except ValidationError as err:
+        raise RecipeError(format_validation_error(str(path), err)) from None
+
+
+def recipe_to_yaml(recipe: Recipe) -> str:
+    """The fully resolved recipe as YAML (what a run records in its folder)."""
+    return yaml.safe_dump(recipe.model_dump(mode="json"), sort_keys=False)
+

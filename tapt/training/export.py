@@ -1,0 +1,132 @@
+"""Export a trained model: a SentenceTransformer folder with safetensors weights, merged LoRA,
+stored prompts, the Apache-2.0 LICENSE and a model card.
+
+The card is sentence-transformers' own (base model, datasets, loss, hyperparameters,
+training logs) with a tapt section added: the dev curve, test metrics and how to load it.
+"""
+
+from __future__ import annotations
+
+import importlib.resources
+import json
+from pathlib import Path
+
+from tapt.recipe import Recipe
+from tapt.retrieval.metrics import METRIC_KEYS
+from tapt.training.lora import merge_lora
+
+LICENSE_ID = "apache-2.0"
+
+
+def apache_license_text() -> str:
+    return (importlib.resources.files("tapt") / "resources" / "apache-2.0.txt").read_text(
+        encoding="utf-8")
+
+
+def set_card_metadata(model, recipe: Recipe) -> None:
+    """Fill the model card fields sentence-transformers writes on every save."""
+    card = model.model_card_data
+    card.license = LICENSE_ID
+    card.language = ["en"]
+    card.model_name = f"tapt {Path(recipe.output_dir).name} ({recipe.model.name})"
+    data_id = recipe.data.path if "/" in recipe.data.path and not Path(
+        recipe.data.path).exists() else None
+    card.train_datasets = [{"name": _data_name(recipe), **({"id": data_id} if data_id else {})}]
+    card.tags = list(dict.fromkeys([*card.tags, "tapt", "formbench", "retrieval"]))
+
+
+def _data_name(recipe: Recipe) -> str:
+    name = Path(recipe.data.path).name or recipe.data.path
+    return f"{name} ({recipe.data.config})" if recipe.data.config else name
+
+
+def plot_dev_curve(history: list[dict], metric: str, path: Path) -> Path | None:
+    """Plot every dev metric against the training step; returns the PNG path."""
+    if not history:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    steps = [entry["step"] for entry in history]
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    for key in METRIC_KEYS:
+        ax.plot(steps, [entry[key] for entry in history], marker="o", label=key,
+                linewidth=2.5 if key == metric else 1.2)
+    ax.set_xlabel("training step")
+    ax.set_ylabel("dev score")
+    ax.set_title("Dev retrieval metrics during TAPT (step 0 = zero-shot)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def _metrics_rows(rows: dict[str, dict[str, float]]) -> str:
+    header = "| | " + " | ".join(METRIC_KEYS) + " |\n|---|" + "---:|" * len(METRIC_KEYS) + "\n"
+    return header + "".join(f"| {name} | " + " | ".join(f"{m[k]:.4f}" for k in METRIC_KEYS)
+                            + " |\n" for name, m in rows.items())
+
+
+def tapt_card_section(recipe: Recipe, history: list[dict], summary: dict[str, dict[str, float]],
+                      best_step: int | None, curve: Path | None) -> str:
+    """Markdown appended to the model card."""
+    lines = ["", "## Task-adaptive training with tapt", "",
+             f"Trained with tapt (`{recipe.loss.name}` loss) on "
+             f"`{_data_name(recipe)}` ({recipe.data.train_split} split: query, anchor, "
+             "hard negative), best checkpoint chosen on "
+             f"{recipe.data.dev_split} `{recipe.eval.metric}`"
+             + (f" (step {best_step})." if best_step is not None else "."), "",
+             "| hyperparameter | value |", "|---|---|"]
+    for key, value in [("base model", recipe.model.name), ("loss", recipe.loss.name),
+                       ("scale", recipe.loss.scale), ("epochs", recipe.training.epochs),
+                       ("learning rate", recipe.training.learning_rate),
+                       ("batch size per device", recipe.training.per_device_batch_size),
+                       ("gradient accumulation", recipe.training.gradient_accumulation_steps),
+                       ("bf16", recipe.training.bf16), ("max length",
+                                                        recipe.model.max_seq_length),
+                       ("LoRA", f"r={recipe.model.lora.r}" if recipe.model.lora.enabled
+                        else "no"), ("seed", recipe.training.seed)]:
+        lines.append(f"| {key} | {value} |")
+    if recipe.loss.name == "matryoshka":
+        lines.append(f"| matryoshka dims | {recipe.loss.matryoshka_dims} |")
+    lines += ["", "### Results", "", _metrics_rows(summary)]
+    if history:
+        lines += ["### Dev curve", ""]
+        if curve is not None:
+            lines += [f"![dev curve]({curve.name})", ""]
+        lines += ["| step | " + " | ".join(METRIC_KEYS) + " |",
+                  "|---:|" + "---:|" * len(METRIC_KEYS)]
+        lines += [f"| {e['step']} | " + " | ".join(f"{e[k]:.4f}" for k in METRIC_KEYS) + " |"
+                  for e in history]
+        lines.append("")
+    lines += ["### How to load", "", "```python", "from sentence_transformers import "
+              "SentenceTransformer", "", 'model = SentenceTransformer("PATH_OR_REPO_ID")',
+              'queries = model.encode_query(["Which binder does the primer use?"])  '
+              "# applies the stored query prompt",
+              'passages = model.encode_document(["The primer comprises a polyvinyl acetate '
+              'binder ..."])', "scores = model.similarity(queries, passages)", "```", "",
+              "Evaluate it with `tapt eval --model PATH --data DATA --split test`.", ""]
+    return "\n".join(lines)
+
+
+def export_model(model, folder: Path, recipe: Recipe, *, history: list[dict],
+                 summary: dict[str, dict[str, float]], best_step: int | None) -> Path:
+    """Write ``folder``: merged weights (safetensors), prompts, LICENSE, card, dev curve."""
+    if recipe.model.lora.enabled:
+        merge_lora(model)
+    folder.mkdir(parents=True, exist_ok=False)
+    set_card_metadata(model, recipe)
+    model.save(str(folder), safe_serialization=True)
+    (folder / "LICENSE").write_text(apache_license_text(), encoding="utf-8")
+    curve = plot_dev_curve(history, recipe.eval.metric, folder / "dev_curve.png")
+    card = folder / "README.md"
+    text = card.read_text(encoding="utf-8") if card.exists() else "---\nlicense: apache-2.0\n---\n"
+    card.write_text(text + tapt_card_section(recipe, history, summary, best_step, curve),
+                    encoding="utf-8")
+    (folder / "tapt_results.json").write_text(json.dumps(summary, indent=2) + "\n",
+                                              encoding="utf-8")
+    return folder

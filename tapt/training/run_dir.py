@@ -1,0 +1,97 @@
+"""A training run's folder: what it holds, whether it can resume, and refusing to mix runs.
+
+Layout::
+
+    OUTPUT/recipe.yaml        the resolved recipe (written before training starts)
+    OUTPUT/checkpoints/       trainer checkpoints (best + last are kept)
+    OUTPUT/metrics.jsonl      one line per dev evaluation
+    OUTPUT/final/             the exported SentenceTransformer
+    OUTPUT/results.json       zero-shot, best-checkpoint dev and test metrics
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from tapt.recipe import Recipe, RecipeError, recipe_to_yaml
+
+RUN_DEFINING_SECTIONS = ("model", "data", "loss", "training", "eval")
+"""Sections whose change makes a different run; tracking, hub and output_dir may change."""
+
+
+@dataclass(frozen=True)
+class RunDir:
+    root: Path
+
+    @property
+    def recipe_file(self) -> Path:
+        return self.root / "recipe.yaml"
+
+    @property
+    def checkpoints(self) -> Path:
+        return self.root / "checkpoints"
+
+    @property
+    def metrics_file(self) -> Path:
+        return self.root / "metrics.jsonl"
+
+    @property
+    def final(self) -> Path:
+        return self.root / "final"
+
+    @property
+    def results_file(self) -> Path:
+        return self.root / "results.json"
+
+    def last_checkpoint(self) -> str | None:
+        from transformers.trainer_utils import get_last_checkpoint
+
+        return get_last_checkpoint(str(self.checkpoints)) if self.checkpoints.is_dir() else None
+
+
+def _differences(old: dict, new: dict, prefix: str = "") -> list[str]:
+    found = []
+    for key in sorted(set(old) | set(new)):
+        a, b = old.get(key), new.get(key)
+        if isinstance(a, dict) and isinstance(b, dict):
+            found += _differences(a, b, f"{prefix}{key}.")
+        elif a != b:
+            found.append(f"{prefix}{key}: {a!r} -> {b!r}")
+    return found
+
+
+def prepare_run_dir(recipe: Recipe) -> tuple[RunDir, str | None]:
+    """Check ``recipe.output_dir`` and return it with the checkpoint to resume from.
+
+    A new or empty folder starts a run; a folder holding the same run resumes from its
+    last checkpoint; a folder holding a different run, a finished run or anything else is
+    an error, so nothing a user had is overwritten.
+    """
+    run = RunDir(Path(recipe.output_dir))
+    current = recipe.model_dump(mode="json")
+    if run.root.exists() and any(run.root.iterdir()):
+        if not run.recipe_file.is_file():
+            raise RecipeError(f"output_dir {run.root} is not empty and holds no tapt run "
+                              "(no recipe.yaml); choose an empty or new folder")
+        previous = yaml.safe_load(run.recipe_file.read_text(encoding="utf-8")) or {}
+        changed = [line for section in RUN_DEFINING_SECTIONS
+                   for line in _differences({section: previous.get(section)},
+                                            {section: current.get(section)})]
+        if changed:
+            raise RecipeError(f"output_dir {run.root} holds a different run; it differs in:\n  "
+                              + "\n  ".join(changed)
+                              + "\nchoose another output_dir (override: output_dir=...)")
+        if run.final.is_dir():
+            raise RecipeError(f"output_dir {run.root} holds a finished run ({run.final}); "
+                              "choose another output_dir to train again")
+        return run, run.last_checkpoint()
+    return run, None
+
+
+def write_recipe(run: RunDir, recipe: Recipe) -> None:
+    """Record the resolved recipe (it holds no secrets: tokens come from the environment)."""
+    run.root.mkdir(parents=True, exist_ok=True)
+    run.recipe_file.write_text(recipe_to_yaml(recipe), encoding="utf-8")

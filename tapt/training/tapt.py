@@ -1,0 +1,242 @@
+"""TAPT: contrastive fine-tuning on (query, anchor, hard negative) rows with
+sentence-transformers' trainer (which runs on Accelerate: bf16, DDP, FSDP, DeepSpeed).
+
+Phases: check (recipe, output folder, data) -> set up (model, loss, evaluator) -> train
+(with dev evaluation, best checkpoint, resume) -> export -> optional test evaluation.
+
+Example::
+
+    from tapt.recipe import load_recipe
+    from tapt.training.tapt import train
+
+    result = train(load_recipe("recipes/quickstart.yaml"), run_test=True)
+    result.summary["best dev"]["binary_ndcg@10"]
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tapt.data.beir import BeirDataset
+from tapt.data.sources import load_data
+from tapt.data.subcorpus import subcorpus_ids
+from tapt.data.triplets import build_triplets
+from tapt.encoders.loading import ModelSpec, load_sentence_transformer
+from tapt.recipe import Recipe, RecipeError
+from tapt.training.run_dir import RunDir, prepare_run_dir, write_recipe
+
+logger = logging.getLogger(__name__)
+
+EVAL_NAME = "dev"
+
+
+@dataclass
+class TrainResult:
+    """Where the run is and what it measured."""
+
+    run_dir: Path
+    final_dir: Path | None
+    summary: dict[str, dict[str, float]] = field(default_factory=dict)
+    history: list[dict] = field(default_factory=list)
+    best_step: int | None = None
+
+
+def model_spec(recipe: Recipe) -> ModelSpec:
+    settings = recipe.model
+    return ModelSpec(settings.name, family=settings.family,
+                     max_seq_length=settings.max_seq_length, pooling=settings.pooling,
+                     query_prompt=settings.query_prompt, document_prompt=settings.document_prompt,
+                     trust_remote_code=settings.trust_remote_code, revision=settings.revision)
+
+
+def load_recipe_data(recipe: Recipe, with_test: bool) -> BeirDataset:
+    splits = [recipe.data.train_split, recipe.data.dev_split]
+    if with_test:
+        splits.append(recipe.data.test_split)
+    return load_data(recipe.data.path, recipe.data.config, dict.fromkeys(splits),
+                     revision=recipe.data.revision, require_anchor=not recipe.data.lenient,
+                     allow_empty=recipe.data.lenient)
+
+
+def check_recipe(recipe: Recipe) -> None:
+    """Cross-field checks that the schema alone cannot express."""
+    training = recipe.training
+    save_steps = training.save_steps or training.eval_steps
+    if save_steps % training.eval_steps:
+        raise RecipeError(f"training.save_steps ({save_steps}) must be a multiple of "
+                          f"training.eval_steps ({training.eval_steps}) to keep the best "
+                          "checkpoint")
+    if recipe.model.lora.enabled and recipe.loss.name == "cached_mnrl" and \
+            training.gradient_checkpointing:
+        raise RecipeError("loss.name=cached_mnrl already trades compute for memory; turn "
+                          "training.gradient_checkpointing off")
+
+
+def training_arguments(recipe: Recipe, run: RunDir, resuming: bool):
+    from sentence_transformers import SentenceTransformerTrainingArguments
+    from sentence_transformers.base.sampler import BatchSamplers
+
+    t = recipe.training
+    report_to = {"none": "none", "wandb": ["wandb"], "tensorboard": ["tensorboard"]}[
+        recipe.tracking.backend]
+    if recipe.tracking.backend == "wandb":
+        os.environ.setdefault("WANDB_PROJECT", recipe.tracking.project)
+    return SentenceTransformerTrainingArguments(
+        output_dir=str(run.checkpoints),
+        num_train_epochs=t.epochs,
+        max_steps=t.max_steps,
+        learning_rate=t.learning_rate,
+        lr_scheduler_type=t.scheduler,
+        warmup_ratio=t.warmup_ratio,
+        weight_decay=t.weight_decay,
+        per_device_train_batch_size=t.per_device_batch_size,
+        per_device_eval_batch_size=recipe.eval.batch_size,
+        gradient_accumulation_steps=t.gradient_accumulation_steps,
+        bf16=t.bf16,
+        seed=t.seed,
+        data_seed=t.seed,
+        eval_strategy="steps",
+        eval_steps=t.eval_steps,
+        eval_on_start=recipe.eval.zero_shot and not resuming,
+        save_strategy="steps",
+        save_steps=t.save_steps or t.eval_steps,
+        save_total_limit=t.save_total_limit,
+        save_safetensors=True,
+        load_best_model_at_end=True,
+        metric_for_best_model=f"eval_{EVAL_NAME}_{recipe.eval.metric}",
+        greater_is_better=True,
+        logging_steps=t.logging_steps,
+        logging_first_step=True,
+        batch_sampler=BatchSamplers.NO_DUPLICATES,
+        gradient_checkpointing=t.gradient_checkpointing,
+        dataloader_num_workers=t.dataloader_workers,
+        ddp_find_unused_parameters=False,
+        report_to=report_to,
+        run_name=recipe.tracking.run_name or Path(recipe.output_dir).name,
+        disable_tqdm=False,
+    )
+
+
+def is_main_process() -> bool:
+    return int(os.environ.get("RANK", "0")) == 0
+
+
+def train(recipe: Recipe, *, run_test: bool = False, callbacks: list | None = None
+          ) -> TrainResult:
+    """Run a recipe end to end; see the module docstring for the phases."""
+    from sentence_transformers import SentenceTransformerTrainer
+
+    from tapt.retrieval.evaluator import RetrievalEvaluator
+    from tapt.training.losses import build_loss
+
+    # 1. Check everything cheap before anything heavy.
+    check_recipe(recipe)
+    run, resume_from = prepare_run_dir(recipe)
+    dataset = load_recipe_data(recipe, with_test=run_test)
+    train_rows = build_triplets(dataset, recipe.data.train_split,
+                                soft_negative=recipe.data.soft_negative,
+                                missing=recipe.data.missing_hard_negative,
+                                with_title=recipe.data.with_title)
+    dev_ids = subcorpus_ids(dataset, recipe.data.dev_split,
+                            distractors=recipe.data.dev_distractors, seed=recipe.data.dev_seed)
+    if is_main_process():
+        write_recipe(run, recipe)
+    if resume_from:
+        logger.info("resuming from %s", resume_from)
+
+    # 2. Set up model, loss and evaluator.
+    model = load_sentence_transformer(model_spec(recipe))
+    if recipe.model.lora.enabled:
+        from tapt.training.lora import add_lora
+
+        add_lora(model, recipe.model.lora)
+    from tapt.training.export import set_card_metadata
+
+    set_card_metadata(model, recipe)
+    loss = build_loss(model, recipe.loss)
+    evaluator = RetrievalEvaluator(
+        dataset, recipe.data.dev_split, dev_ids, name=EVAL_NAME, metric=recipe.eval.metric,
+        batch_size=recipe.eval.batch_size, top_k=recipe.eval.top_k,
+        with_title=recipe.data.with_title,
+        metrics_file=str(run.metrics_file) if is_main_process() else None)
+    args = training_arguments(recipe, run, resuming=resume_from is not None)
+    trainer = SentenceTransformerTrainer(model=model, args=args, train_dataset=train_rows,
+                                         loss=loss, evaluator=evaluator, callbacks=callbacks)
+
+    zero_shot_test = None
+    if run_test and recipe.eval.zero_shot and resume_from is None and is_main_process():
+        zero_shot_test = test_metrics(model, dataset, recipe)
+
+    # 3. Train (the best checkpoint is loaded at the end).
+    trainer.train(resume_from_checkpoint=resume_from)
+    best_step = _checkpoint_step(trainer.state.best_model_checkpoint)
+    history = read_history(run)
+    result = TrainResult(run_dir=run.root, final_dir=None, history=history, best_step=best_step)
+    if not is_main_process():
+        return result
+
+    # 4. Summarise, evaluate on test, export.
+    summary = summarize(history, best_step)
+    if zero_shot_test is not None:
+        summary["zero-shot test"] = zero_shot_test
+    if run_test:
+        summary["TAPT test"] = test_metrics(model, dataset, recipe)
+    result.final_dir = run.final
+    result.summary = summary
+    from tapt.training.export import export_model
+
+    export_model(model, run.final, recipe, history=history, summary=summary,
+                 best_step=best_step)
+    run.results_file.write_text(json.dumps({"summary": summary, "best_step": best_step,
+                                            "history": history}, indent=2) + "\n",
+                                encoding="utf-8")
+    return result
+
+
+def _checkpoint_step(path: str | None) -> int | None:
+    if not path:
+        return None
+    return int(Path(path).name.rsplit("-", 1)[-1])
+
+
+def read_history(run: RunDir) -> list[dict]:
+    """Dev evaluations from ``metrics.jsonl``; a resumed run keeps the last entry per step."""
+    if not run.metrics_file.is_file():
+        return []
+    by_step: dict[int, dict] = {}
+    for line in run.metrics_file.read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            entry = json.loads(line)
+            by_step[int(entry["step"])] = entry
+    return [by_step[step] for step in sorted(by_step)]
+
+
+def summarize(history: list[dict], best_step: int | None) -> dict[str, dict[str, float]]:
+    """Zero-shot and best-checkpoint dev metrics from the evaluation history."""
+    from tapt.retrieval.metrics import METRIC_KEYS
+
+    summary: dict[str, dict[str, float]] = {}
+    by_step = {entry["step"]: entry for entry in history}
+    if 0 in by_step:
+        summary["zero-shot dev"] = {key: by_step[0][key] for key in METRIC_KEYS}
+    if best_step is not None and best_step in by_step:
+        summary[f"best dev (step {best_step})"] = {key: by_step[best_step][key]
+                                                   for key in METRIC_KEYS}
+    return summary
+
+
+def test_metrics(model, dataset: BeirDataset, recipe: Recipe) -> dict[str, float]:
+    """Test metrics of the trained model on the full corpus."""
+    from tapt.encoders.sentence import SentenceTransformerEncoder
+    from tapt.retrieval.dense import DenseRetriever
+    from tapt.retrieval.evaluate import evaluate
+
+    retriever = DenseRetriever(SentenceTransformerEncoder(model, name=recipe.model.name),
+                               batch_size=recipe.eval.batch_size, top_k=recipe.eval.top_k)
+    report = evaluate(retriever, dataset, recipe.data.test_split,
+                      with_title=recipe.data.with_title)
+    return report.metrics
