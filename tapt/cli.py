@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 
 from tapt.data.beir import SPLITS, DataError
 
@@ -238,7 +239,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
             check_recipe(load_recipe(path))
             console.print(f"[green]ok[/green] {path}")
         except RecipeError as err:
-            console.print(f"[red]error:[/red] {err}", highlight=False)
+            console.print(f"[red]error:[/red] {escape(str(err))}", highlight=False)
             failed += 1
     return 2 if failed else 0
 
@@ -252,12 +253,13 @@ def main(argv: list[str] | None = None) -> int:
     from rich.logging import RichHandler
 
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
-                        format="%(message)s", handlers=[RichHandler(show_path=False)])
+                        format="%(message)s", handlers=[RichHandler(show_path=False, level=logging.DEBUG if args.verbose
+                                                     else logging.INFO)])
     logger.setLevel(logging.DEBUG if args.verbose else logging.INFO)
     try:
         return COMMANDS[args.command](args)
     except (DataError, FileExistsError, FileNotFoundError, ValueError) as err:
-        console.print(f"[red]error:[/red] {err}", highlight=False)
+        console.print(f"[red]error:[/red] {escape(str(err))}", highlight=False)
         return 2
 
 

@@ -76,19 +76,28 @@ class BeirDataset:
         return {doc for docs in self.split(split).values() for doc in docs}
 
 
-def _iter_jsonl(path: Path) -> Iterator[tuple[int, dict]]:
-    with path.open(encoding="utf-8") as handle:
+def _decoded_lines(path: Path) -> Iterator[tuple[int, str]]:
+    """``(line number, text)`` pairs; a byte that is not UTF-8 is an error naming the line."""
+    with path.open("rb") as handle:
         for number, raw in enumerate(handle, start=1):
-            if not raw.strip():
-                continue
             try:
-                record = json.loads(raw)
-            except json.JSONDecodeError as err:
-                raise DataError(path, f"malformed JSON ({err.msg} at column {err.colno})",
-                                number) from None
-            if not isinstance(record, dict):
-                raise DataError(path, "expected a JSON object", number)
-            yield number, record
+                yield number, raw.decode("utf-8")
+            except UnicodeDecodeError as err:
+                raise DataError(path, f"not valid UTF-8 (byte {err.start + 1})", number) from None
+
+
+def _iter_jsonl(path: Path) -> Iterator[tuple[int, dict]]:
+    for number, raw in _decoded_lines(path):
+        if not raw.strip():
+            continue
+        try:
+            record = json.loads(raw)
+        except json.JSONDecodeError as err:
+            raise DataError(path, f"malformed JSON ({err.msg} at column {err.colno})",
+                            number) from None
+        if not isinstance(record, dict):
+            raise DataError(path, "expected a JSON object", number)
+        yield number, record
 
 
 def _string_field(path: str | os.PathLike, line: int, record: dict, name: str, *, required: bool = True,
@@ -175,40 +184,40 @@ def read_qrels(path: str | os.PathLike, corpus_ids: Iterable[str] | None = None,
     query_ids = set(query_ids) if query_ids is not None else None
     qrels: Qrels = {}
     first_line: dict[str, int] = {}
-    with path.open(encoding="utf-8", newline="") as handle:
-        rows = csv.reader(handle, delimiter="\t")
-        header = next(rows, None)
-        if header is None:
-            raise DataError(path, "empty file: expected a header and at least one row", 1)
-        if tuple(cell.strip() for cell in header) != QRELS_HEADER:
-            expected, got = "\t".join(QRELS_HEADER), "\t".join(header)
-            raise DataError(path, f"expected header {expected!r}, got {got!r}", 1)
-        for line, row in enumerate(rows, start=2):
-            if not row or all(not cell.strip() for cell in row):
-                continue
-            if len(row) != 3:
-                raise DataError(path, f"expected 3 tab-separated fields, got {len(row)}", line)
-            query_id, doc_id, raw_score = (cell.strip() for cell in row)
-            for name, value in zip(QRELS_HEADER, (query_id, doc_id, raw_score)):
-                if not value:
-                    raise DataError(path, "empty", line, name)
-            try:
-                score = int(raw_score)
-            except ValueError:
-                raise DataError(path, f"expected an integer, got {raw_score!r}", line,
-                                "score") from None
-            if query_ids is not None and query_id not in query_ids:
-                raise DataError(path, f"unknown query id '{query_id}' (not in queries.jsonl)",
-                                line, "query-id")
-            if corpus_ids is not None and doc_id not in corpus_ids:
-                raise DataError(path, f"unknown corpus id '{doc_id}' (not in corpus.jsonl)",
-                                line, "corpus-id")
-            judged = qrels.setdefault(query_id, {})
-            if doc_id in judged:
-                raise DataError(path, f"duplicate judgment for ({query_id}, {doc_id})", line,
-                                "corpus-id")
-            judged[doc_id] = score
-            first_line.setdefault(query_id, line)
+    lines = (text for _, text in _decoded_lines(path))
+    rows = csv.reader(lines, delimiter="\t")
+    header = next(rows, None)
+    if header is None:
+        raise DataError(path, "empty file: expected a header and at least one row", 1)
+    if tuple(cell.strip() for cell in header) != QRELS_HEADER:
+        expected, got = "\t".join(QRELS_HEADER), "\t".join(header)
+        raise DataError(path, f"expected header {expected!r}, got {got!r}", 1)
+    for line, row in enumerate(rows, start=2):
+        if not row or all(not cell.strip() for cell in row):
+            continue
+        if len(row) != 3:
+            raise DataError(path, f"expected 3 tab-separated fields, got {len(row)}", line)
+        query_id, doc_id, raw_score = (cell.strip() for cell in row)
+        for name, value in zip(QRELS_HEADER, (query_id, doc_id, raw_score)):
+            if not value:
+                raise DataError(path, "empty", line, name)
+        try:
+            score = int(raw_score)
+        except ValueError:
+            raise DataError(path, f"expected an integer, got {raw_score!r}", line,
+                            "score") from None
+        if query_ids is not None and query_id not in query_ids:
+            raise DataError(path, f"unknown query id '{query_id}' (not in queries.jsonl)",
+                            line, "query-id")
+        if corpus_ids is not None and doc_id not in corpus_ids:
+            raise DataError(path, f"unknown corpus id '{doc_id}' (not in corpus.jsonl)",
+                            line, "corpus-id")
+        judged = qrels.setdefault(query_id, {})
+        if doc_id in judged:
+            raise DataError(path, f"duplicate judgment for ({query_id}, {doc_id})", line,
+                            "corpus-id")
+        judged[doc_id] = score
+        first_line.setdefault(query_id, line)
     if not qrels:
         raise DataError(path, "empty split: no judgments after the header")
     if require_anchor:

@@ -42,6 +42,9 @@ def load_data(source: str | os.PathLike, config: str | None = None,
     path = Path(source)
     if path.is_dir():
         folder = path / config if config and (path / config).is_dir() else path
+        if config and folder == path and path.name != config:
+            raise DataError(path, f"config '{config}' asked for, but there is no subfolder "
+                                  f"'{config}' here and the folder is not named so")
         return load_beir_folder(folder, splits, require_anchor=require_anchor,
                                 anchor_score=anchor_score, allow_empty=allow_empty)
     if path.exists() or not HUB_ID.fullmatch(str(source)):

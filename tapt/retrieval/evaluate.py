@@ -53,7 +53,7 @@ class EvalReport:
             for query_id, docs in self.run.items():
                 ranked = sorted(docs.items(), key=lambda item: (item[1], item[0]), reverse=True)
                 for position, (doc_id, score) in enumerate(ranked, start=1):
-                    handle.write(f"{query_id} Q0 {doc_id} {position} {score:.6f} {tag}\n")
+                    handle.write(f"{query_id} Q0 {doc_id} {position} {score!r} {tag}\n")
 
 
 def split_queries(dataset: BeirDataset, split: str) -> tuple[list[str], list[str]]:

@@ -29,9 +29,6 @@ def set_card_metadata(model, recipe: Recipe) -> None:
     card.license = LICENSE_ID
     card.language = ["en"]
     card.model_name = f"tapt {Path(recipe.output_dir).name} ({recipe.model.name})"
-    data_id = recipe.data.path if "/" in recipe.data.path and not Path(
-        recipe.data.path).exists() else None
-    card.train_datasets = [{"name": _data_name(recipe), **({"id": data_id} if data_id else {})}]
     card.tags = list(dict.fromkeys([*card.tags, "tapt", "formbench", "retrieval"]))
 
 

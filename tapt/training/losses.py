@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from torch import nn
 
 from tapt.recipe import LossSettings
@@ -15,12 +17,14 @@ def build_loss(model, settings: LossSettings) -> nn.Module:
     """
     from sentence_transformers.sentence_transformer import losses
 
+    # Gathering needs a process group; asking for it on one process only logs a warning.
+    gather = settings.gather_across_devices and int(os.environ.get("WORLD_SIZE", "1")) > 1
     if settings.name == "cached_mnrl":
         return losses.CachedMultipleNegativesRankingLoss(
             model, scale=settings.scale, mini_batch_size=settings.mini_batch_size,
-            gather_across_devices=settings.gather_across_devices)
+            gather_across_devices=gather)
     mnrl = losses.MultipleNegativesRankingLoss(
-        model, scale=settings.scale, gather_across_devices=settings.gather_across_devices)
+        model, scale=settings.scale, gather_across_devices=gather)
     if settings.name == "mnrl":
         return mnrl
     width = model.get_embedding_dimension()
