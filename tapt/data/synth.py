@@ -15,9 +15,12 @@ following the paper's construction (FormBench §3, §3.1-3.3, A.1, A.2):
   [0.30, 0.50] and a soft negative from another patent with Jaccard in [0.05, 0.15], made by
   editing the anchor's entity set; hard negatives usually hold an anchor chemical in
   another role, so that retrieval needs role discrimination, not entity matching alone;
-* each query asks, in paraphrase, for its *key*: one role-qualified ingredient (the
-  signature) plus one item of its mode. No other passage of the triplet or of the anchor's
-  patent holds the whole key, so every query is answerable;
+* queries come in FormBench's four modes (composition, process conditions, performance
+  properties, application context) and ask, in paraphrase (role synonyms, abbreviations,
+  question templates), for a *key* of 3-4 anchor items: a role-qualified ingredient (the
+  signature, which the hard negative usually holds in another role), one item of the mode
+  and one or two more ingredients. No other passage of the corpus holds a whole key, so
+  every query has exactly one answer;
 * splits are by anchor patent; negatives live in patents of their own, so no patent is
   judged in two splits.
 
@@ -32,7 +35,7 @@ import math
 import random
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 from typing import Literal
@@ -130,11 +133,12 @@ def _chemicals(block: str) -> dict[str, tuple[str, ...]]:
 
 
 def _phrases(kind: Literal["process", "property"],
-             *specs: tuple[str, tuple[str, ...], tuple[tuple[str, ...], ...]]) -> tuple[Phrase, ...]:
-    """Expand ``(pattern, query patterns, slots)``: one phrase per combination of slot values."""
+             *specs: tuple[str, tuple[str, ...], tuple[str, ...]]) -> tuple[Phrase, ...]:
+    """Expand ``(pattern, query patterns, slots)``, a slot being the space-separated values of
+    one placeholder: one phrase per combination of slot values."""
     out = []
     for pattern, queries, slots in specs:
-        for args in itertools.product(*slots):
+        for args in itertools.product(*(slot.split() for slot in slots)):
             out.append(Phrase(kind, pattern.format(*args), tuple(q.format(*args) for q in queries),
                               pattern))
     return tuple(out)
@@ -224,8 +228,9 @@ _DOMAINS = (
         name="coatings",
         nouns=("coating composition", "paint formulation", "coating"),
         query_nouns=("paint", "coating", "lacquer"),
-        titles=("Aqueous coating composition with improved durability", "Low-VOC paint formulation",
-                "Curable coating composition and coated article", "Anticorrosive primer composition"),
+        titles=("Aqueous coating composition with improved durability",
+                "Low-VOC paint formulation", "Curable coating composition and coated article",
+                "Anticorrosive primer composition"),
         chemicals=_chemicals("""
             titanium dioxide: pigment, opacifier, filler
             calcium carbonate: filler, pigment
@@ -270,49 +275,62 @@ _DOMAINS = (
             ("cured at {0} °C for {1} minutes",
              ("a {1}-minute cure at {0} °C", "curing for {1} min at {0} degrees C",
               "baking at {0} °C for {1} min"),
-             (('60', '80', '100', '120', '140', '150', '160', '180'), ('10', '15', '20', '30', '45', '60'))),
+             ("60 80 100 120 140 150 160 180", "10 15 20 30 45 60")),
             ("dispersed under high shear at {0} rpm for {1} minutes",
-             ("high-speed dispersion at {0} rpm for {1} min", "a {1}-minute high-shear grind at {0} rpm"),
-             (('1,000', '1,500', '2,000', '2,500', '3,000', '4,000'), ('10', '15', '20', '25', '30'))),
+             ("high-speed dispersion at {0} rpm for {1} min",
+              "a {1}-minute high-shear grind at {0} rpm"),
+             ("1,000 1,500 2,000 2,500 3,000 4,000", "10 15 20 25 30")),
             ("ground to a Hegman fineness of {0}",
-             ("grinding to Hegman {0}", "a grind gauge reading of {0} Hegman"), (('5', '5.5', '6', '6.5', '7', '7.5'),)),
+             ("grinding to Hegman {0}", "a grind gauge reading of {0} Hegman"),
+             ("5 5.5 6 6.5 7 7.5",)),
             ("applied at a wet film thickness of {0} µm",
-             ("a {0} micron wet film", "application at {0} µm wet"), (('50', '75', '100', '120', '150', '175', '200', '250', '300'),)),
+             ("a {0} micron wet film", "application at {0} µm wet"),
+             ("50 75 100 120 150 175 200 250 300",)),
             ("adjusted to a Stormer viscosity of {0} KU",
-             ("thinning to {0} Krebs units", "a {0} KU application viscosity"), (('80', '85', '90', '95', '100', '105', '110', '115', '120'),)),
+             ("thinning to {0} Krebs units", "a {0} KU application viscosity"),
+             ("80 85 90 95 100 105 110 115 120",)),
             ("flash-dried for {0} minutes before baking",
              ("a {0} min flash-off ahead of the bake", "letting solvent flash off for {0} minutes"),
-             (('3', '5', '7', '10', '15', '20'),)),
+             ("3 5 7 10 15 20",)),
         ),
         properties=_phrases(
             "property",
             ("a gloss retention of {0}% after 1,000 hours of QUV exposure",
              ("retention of {0}% gloss after 1000 h accelerated weathering",
-              "{0} percent gloss retained after QUV ageing"), (('70', '75', '80', '85', '88', '90', '92', '95', '98'),)),
-            ("a pencil hardness of {0}", ("{0} pencil hardness", "scratch hardness rated {0}"),
-             (('HB', 'F', 'H', '2H', '3H', '4H'),)),
+              "{0} percent gloss retained after QUV ageing"),
+             ("70 75 80 85 88 90 92 95 98",)),
+            ("a pencil hardness of {0}",
+             ("{0} pencil hardness", "scratch hardness rated {0}"),
+             ("HB F H 2H 3H 4H",)),
             ("a VOC content below {0} g/L",
-             ("less than {0} grams per litre of volatile organics", "under {0} g/L volatile organic content"),
-             (('5', '10', '30', '50', '75', '100', '150', '250'),)),
+             ("less than {0} grams per litre of volatile organics",
+              "under {0} g/L volatile organic content"),
+             ("5 10 30 50 75 100 150 250",)),
             ("a wet scrub resistance exceeding {0} cycles",
-             ("survival of more than {0} scrub cycles", "washability above {0} cycles"), (('1,000', '2,000', '5,000', '10,000', '20,000'),)),
+             ("survival of more than {0} scrub cycles", "washability above {0} cycles"),
+             ("1,000 2,000 5,000 10,000 20,000",)),
             ("a salt spray resistance of {0} hours without blistering",
-             ("{0} h neutral salt fog with no blisters", "no blistering after {0} hours of salt fog"),
-             (('250', '500', '750', '1,000', '1,500', '2,000'),)),
+             ("{0} h neutral salt fog with no blisters",
+              "no blistering after {0} hours of salt fog"),
+             ("250 500 750 1,000 1,500 2,000",)),
             ("a cross-hatch adhesion rating of {0}",
-             ("tape adhesion classified {0}", "crosshatch adhesion of {0}"), (('5B', '4B', '3B', '0', '1'),)),
+             ("tape adhesion classified {0}", "crosshatch adhesion of {0}"),
+             ("5B 4B 3B 0 1",)),
             ("a contrast ratio of {0} at 100 µm",
-             ("hiding power of {0}", "opacity (contrast ratio) {0}"), (('0.93', '0.95', '0.96', '0.97', '0.98', '0.99'),)),
+             ("hiding power of {0}", "opacity (contrast ratio) {0}"),
+             ("0.93 0.95 0.96 0.97 0.98 0.99",)),
         ),
         applications=_applications(
-            ("interior architectural wall paints", ("painting indoor walls", "interior house paint")),
+            ("interior architectural wall paints",
+             ("painting indoor walls", "interior house paint")),
             ("automotive clearcoats", ("car topcoats", "transparent finishes for vehicles")),
-            ("industrial maintenance coatings for steel", ("protecting steel structures from rust",
-                                                           "heavy-duty steel protection")),
+            ("industrial maintenance coatings for steel",
+             ("protecting steel structures from rust", "heavy-duty steel protection")),
             ("wood stains and varnishes", ("finishing timber", "furniture wood finishes")),
             ("coil coatings", ("pre-painted metal sheet", "continuously coated steel strip")),
             ("road marking paints", ("traffic line striping", "lane markings on roads")),
-            ("marine antifouling coatings", ("ship hull protection", "keeping boat hulls free of fouling")),
+            ("marine antifouling coatings",
+             ("ship hull protection", "keeping boat hulls free of fouling")),
         ),
     ),
     Domain(
@@ -364,54 +382,67 @@ _DOMAINS = (
         conditions=_phrases(
             "process",
             ("applied as a hot melt at {0} °C",
-             ("hot-melt application at {0} °C", "melt coating at {0} degrees"), (('120', '130', '140', '150', '160', '170', '180', '190'),)),
+             ("hot-melt application at {0} °C", "melt coating at {0} degrees"),
+             ("120 130 140 150 160 170 180 190",)),
             ("cured at {0} °C for {1} minutes",
              ("a {1}-minute cure at {0} °C", "curing for {1} min at {0} degrees C"),
-             (('60', '80', '100', '120', '140', '150', '160', '180'), ('10', '15', '20', '30', '45', '60'))),
+             ("60 80 100 120 140 150 160 180", "10 15 20 30 45 60")),
             ("compounded in a sigma-blade mixer at {0} °C for {1} minutes",
-             ("kneading at {0} °C for {1} min in a Z-blade mixer", "{1} minutes of sigma mixing at {0} °C"),
-             (('130', '140', '150', '160', '170', '180'), ('20', '30', '45', '60', '90'))),
+             ("kneading at {0} °C for {1} min in a Z-blade mixer",
+              "{1} minutes of sigma mixing at {0} °C"),
+             ("130 140 150 160 170 180", "20 30 45 60 90")),
             ("coated onto PET film at a dry coat weight of {0} g/m²",
-             ("a {0} gsm dry coating on polyester film", "{0} g per square metre coat weight on PET"),
-             (('10', '15', '20', '25', '30', '40', '50', '60'),)),
+             ("a {0} gsm dry coating on polyester film",
+              "{0} g per square metre coat weight on PET"),
+             ("10 15 20 25 30 40 50 60",)),
             ("allowed to cure at room temperature for {0} hours",
-             ("ambient cure for {0} h", "{0} hours of room-temperature curing"), (('4', '8', '12', '24', '48', '72', '168'),)),
+             ("ambient cure for {0} h", "{0} hours of room-temperature curing"),
+             ("4 8 12 24 48 72 168",)),
             ("degassed under vacuum at {0} mbar",
-             ("vacuum deaeration at {0} mbar", "removal of air at {0} millibar"), (('10', '20', '50', '100', '200'),)),
+             ("vacuum deaeration at {0} mbar", "removal of air at {0} millibar"),
+             ("10 20 50 100 200",)),
         ),
         properties=_phrases(
             "property",
             ("a 180° peel strength of {0} N/25 mm",
-             ("peel adhesion around {0} N per 25 mm", "{0} N/25mm peel force"), (('6', '8', '10', '12', '15', '18', '20', '25', '30'),)),
+             ("peel adhesion around {0} N per 25 mm", "{0} N/25mm peel force"),
+             ("6 8 10 12 15 18 20 25 30",)),
             ("a lap shear strength of {0} MPa",
-             ("single-lap shear of {0} MPa", "{0} megapascal shear bond strength"), (('5', '8', '10', '15', '18', '22', '25', '30', '35'),)),
+             ("single-lap shear of {0} MPa", "{0} megapascal shear bond strength"),
+             ("5 8 10 15 18 22 25 30 35",)),
             ("an open time of {0} minutes",
-             ("a working time of {0} min", "{0} minutes of working time before skinning"), (('1', '2', '5', '8', '10', '15', '20', '30', '45'),)),
-            ("a loop tack of {0} N", ("initial tack of {0} N in a loop test", "{0} newton loop tack"),
-             (('5', '8', '10', '12', '15', '20', '25'),)),
+             ("a working time of {0} min", "{0} minutes of working time before skinning"),
+             ("1 2 5 8 10 15 20 30 45",)),
+            ("a loop tack of {0} N",
+             ("initial tack of {0} N in a loop test", "{0} newton loop tack"),
+             ("5 8 10 12 15 20 25",)),
             ("a shear adhesion failure temperature above {0} °C",
-             ("SAFT higher than {0} °C", "shear holding up to {0} degrees"), (('60', '70', '80', '90', '100', '110'),)),
+             ("SAFT higher than {0} °C", "shear holding up to {0} degrees"),
+             ("60 70 80 90 100 110",)),
             ("a Brookfield viscosity of {0} mPa·s at 177 °C",
              ("melt viscosity near {0} cP at 177 °C", "{0} centipoise at application temperature"),
-             (('800', '1,000', '1,500', '2,000', '3,000', '5,000', '8,000'),)),
+             ("800 1,000 1,500 2,000 3,000 5,000 8,000",)),
         ),
         applications=_applications(
             ("pressure-sensitive labels", ("self-adhesive labels", "peel-and-stick labelling")),
-            ("hot-melt packaging adhesives", ("case and carton sealing", "closing cardboard boxes")),
-            ("structural bonding of automotive panels", ("joining car body panels", "vehicle body bonding")),
+            ("hot-melt packaging adhesives",
+             ("case and carton sealing", "closing cardboard boxes")),
+            ("structural bonding of automotive panels",
+             ("joining car body panels", "vehicle body bonding")),
             ("wood glue for furniture assembly", ("joinery", "assembling wooden furniture")),
             ("medical tapes", ("skin-contact tape", "tapes worn on skin")),
             ("flooring adhesives", ("laying floor coverings", "fixing vinyl and parquet floors")),
-            ("laminating adhesives for flexible packaging", ("film-to-film lamination",
-                                                             "laminated food pouches")),
+            ("laminating adhesives for flexible packaging",
+             ("film-to-film lamination", "laminated food pouches")),
         ),
     ),
     Domain(
         name="pharmaceutics",
         nouns=("pharmaceutical composition", "dosage form", "formulation"),
         query_nouns=("dosage form", "drug product", "medicinal formulation"),
-        titles=("Oral solid dosage form and method of manufacture", "Stable pharmaceutical composition",
-                "Controlled-release formulation", "Taste-masked paediatric formulation"),
+        titles=("Oral solid dosage form and method of manufacture",
+                "Stable pharmaceutical composition", "Controlled-release formulation",
+                "Taste-masked paediatric formulation"),
         chemicals=_chemicals("""
             microcrystalline cellulose: filler, binder, disintegrant
             lactose monohydrate: filler, binder
@@ -452,51 +483,66 @@ _DOMAINS = (
         conditions=_phrases(
             "process",
             ("granulated with purified water in a high-shear granulator for {0} minutes",
-             ("wet granulation for {0} min in a high-shear mixer", "{0} minutes of aqueous high-shear granulation"),
-             (('2', '3', '4', '5', '6', '8', '10', '12'),)),
+             ("wet granulation for {0} min in a high-shear mixer",
+              "{0} minutes of aqueous high-shear granulation"),
+             ("2 3 4 5 6 8 10 12",)),
             ("dried in a fluid-bed dryer at {0} °C to a loss on drying below {1}%",
-             ("fluid-bed drying at {0} °C until LOD is under {1}%", "drying to less than {1}% moisture at {0} °C"),
-             (('40', '45', '50', '55', '60', '65'), ('1', '1.5', '2', '2.5', '3'))),
+             ("fluid-bed drying at {0} °C until LOD is under {1}%",
+              "drying to less than {1}% moisture at {0} °C"),
+             ("40 45 50 55 60 65", "1 1.5 2 2.5 3")),
             ("compressed at a force of {0} kN",
-             ("tabletting with {0} kN compression force", "a {0} kilonewton compaction"), (('5', '8', '10', '12', '15', '18', '20', '25'),)),
+             ("tabletting with {0} kN compression force", "a {0} kilonewton compaction"),
+             ("5 8 10 12 15 18 20 25",)),
             ("milled to a D50 of {0} µm",
              ("reducing particle size to a median of {0} microns", "micronisation to d50 {0} µm"),
-             (('2', '5', '10', '20', '30', '50', '75', '100'),)),
+             ("2 5 10 20 30 50 75 100",)),
             ("film-coated to a weight gain of {0}%",
-             ("a {0}% coating weight gain", "film coating adding {0} percent weight"), (('2', '2.5', '3', '3.5', '4', '5', '6'),)),
+             ("a {0}% coating weight gain", "film coating adding {0} percent weight"),
+             ("2 2.5 3 3.5 4 5 6",)),
             ("blended for {0} minutes at {1} rpm",
              ("mixing {0} min at {1} revolutions per minute", "a {0}-minute blend at {1} rpm"),
-             (('5', '10', '15', '20', '30'), ('12', '15', '20', '25', '30'))),
+             ("5 10 15 20 30", "12 15 20 25 30")),
             ("sterilised by autoclaving at 121 °C for {0} minutes",
-             ("steam sterilisation for {0} min", "an autoclave cycle of {0} minutes"), (('15', '20', '30'),)),
+             ("steam sterilisation for {0} min", "an autoclave cycle of {0} minutes"),
+             ("15 20 30",)),
         ),
         properties=_phrases(
             "property",
             ("dissolution of more than {0}% within {1} minutes",
              ("at least {0}% of drug released in {1} min", "{0} percent dissolved by {1} minutes"),
-             (('75', '80', '85', '90'), ('10', '15', '20', '30', '45'))),
+             ("75 80 85 90", "10 15 20 30 45")),
             ("a tablet hardness of {0} N",
-             ("breaking force of about {0} newtons", "crushing strength near {0} N"), (('40', '50', '60', '70', '80', '90', '100', '120', '150'),)),
-            ("friability below {0}%", ("less than {0}% weight loss on tumbling", "a friability under {0} percent"),
-             (('0.2', '0.3', '0.5', '0.8', '1.0'),)),
+             ("breaking force of about {0} newtons", "crushing strength near {0} N"),
+             ("40 50 60 70 80 90 100 120 150",)),
+            ("friability below {0}%",
+             ("less than {0}% weight loss on tumbling", "a friability under {0} percent"),
+             ("0.2 0.3 0.5 0.8 1.0",)),
             ("disintegration within {0} minutes",
              ("break-up in under {0} min", "a disintegration time of at most {0} minutes"),
-             (('0.5', '1', '2', '3', '5', '10', '15', '30'),)),
+             ("0.5 1 2 3 5 10 15 30",)),
             ("sustained release over {0} hours",
-             ("drug release extended across {0} h", "{0}-hour prolonged release"), (('6', '8', '12', '16', '20', '24'),)),
+             ("drug release extended across {0} h", "{0}-hour prolonged release"),
+             ("6 8 12 16 20 24",)),
             ("total impurities of no more than {0}% after 6 months at 40 °C/75% RH",
-             ("degradants under {0}% in accelerated stability", "at most {0}% impurities after six months accelerated storage"),
-             (('0.2', '0.3', '0.5', '0.8', '1.0', '1.5'),)),
+             ("degradants under {0}% in accelerated stability",
+              "at most {0}% impurities after six months accelerated storage"),
+             ("0.2 0.3 0.5 0.8 1.0 1.5",)),
             ("a {0}-fold increase in oral bioavailability",
-             ("bioavailability raised {0} times", "{0}x better oral absorption"), (('1.5', '2', '2.5', '3', '4', '5'),)),
+             ("bioavailability raised {0} times", "{0}x better oral absorption"),
+             ("1.5 2 2.5 3 4 5",)),
         ),
         applications=_applications(
-            ("immediate-release oral tablets", ("fast-acting tablets", "tablets that release quickly")),
-            ("extended-release oral dosage forms", ("once-daily controlled-release pills", "slow-release tablets")),
-            ("orally disintegrating tablets", ("melt-in-mouth tablets", "tablets dissolving on the tongue")),
+            ("immediate-release oral tablets",
+             ("fast-acting tablets", "tablets that release quickly")),
+            ("extended-release oral dosage forms",
+             ("once-daily controlled-release pills", "slow-release tablets")),
+            ("orally disintegrating tablets",
+             ("melt-in-mouth tablets", "tablets dissolving on the tongue")),
             ("topical gels", ("gels applied to the skin", "dermal gel products")),
-            ("parenteral injectable solutions", ("injectable formulations", "solutions for injection")),
-            ("paediatric oral suspensions", ("liquid medicine for children", "suspensions for kids")),
+            ("parenteral injectable solutions",
+             ("injectable formulations", "solutions for injection")),
+            ("paediatric oral suspensions",
+             ("liquid medicine for children", "suspensions for kids")),
             ("hard gelatin capsules", ("capsule products", "two-piece capsules")),
         ),
     ),
@@ -546,38 +592,51 @@ _DOMAINS = (
         conditions=_phrases(
             "process",
             ("homogenised at {0} rpm for {1} minutes",
-             ("high-shear mixing at {0} rpm for {1} min", "{1} minutes of homogenisation at {0} rpm"),
-             (('2,000', '3,000', '4,000', '5,000', '8,000', '10,000'), ('2', '3', '5', '10', '15'))),
+             ("high-shear mixing at {0} rpm for {1} min",
+              "{1} minutes of homogenisation at {0} rpm"),
+             ("2,000 3,000 4,000 5,000 8,000 10,000", "2 3 5 10 15")),
             ("heated to {0} °C before emulsification",
-             ("emulsifying hot at {0} °C", "warming the phases to {0} degrees before mixing"), (('60', '65', '70', '75', '80', '85'),)),
+             ("emulsifying hot at {0} °C", "warming the phases to {0} degrees before mixing"),
+             ("60 65 70 75 80 85",)),
             ("cooled below {0} °C before the preservative was added",
-             ("adding the preservative under {0} °C", "post-addition of preservative below {0} degrees"),
-             (('30', '35', '40', '45'),)),
+             ("adding the preservative under {0} °C",
+              "post-addition of preservative below {0} degrees"),
+             ("30 35 40 45",)),
             ("adjusted to pH {0} with sodium hydroxide",
-             ("neutralisation to pH {0}", "a final pH of {0}"), (('4.5', '5.0', '5.5', '6.0', '6.5', '7.0'),)),
+             ("neutralisation to pH {0}", "a final pH of {0}"),
+             ("4.5 5.0 5.5 6.0 6.5 7.0",)),
             ("cold-processed at room temperature",
-             ("a cold process without heating", "ambient-temperature manufacture"), ()),
+             ("a cold process without heating", "ambient-temperature manufacture"),
+             ()),
             ("mixed under a vacuum of {0} mbar",
-             ("vacuum mixing at {0} mbar", "deaerated mixing at {0} millibar"), (('100', '200', '300', '400', '500', '600'),)),
+             ("vacuum mixing at {0} mbar", "deaerated mixing at {0} millibar"),
+             ("100 200 300 400 500 600",)),
         ),
         properties=_phrases(
             "property",
-            ("an in vitro SPF of {0}", ("sun protection factor {0}", "SPF {0} protection"), (('15', '20', '25', '30', '40', '50'),)),
+            ("an in vitro SPF of {0}",
+             ("sun protection factor {0}", "SPF {0} protection"),
+             ("15 20 25 30 40 50",)),
             ("a viscosity of {0} mPa·s",
-             ("thickness around {0} cP", "{0} centipoise Brookfield viscosity"), (('3,000', '5,000', '8,000', '12,000', '15,000', '20,000', '25,000', '40,000'),)),
+             ("thickness around {0} cP", "{0} centipoise Brookfield viscosity"),
+             ("3,000 5,000 8,000 12,000 15,000 20,000 25,000 40,000",)),
             ("no phase separation after {0} weeks at 45 °C",
-             ("stability for {0} weeks at 45 degrees without separating", "{0}-week 45 °C stability"),
-             (('2', '4', '6', '8', '12'),)),
+             ("stability for {0} weeks at 45 degrees without separating",
+              "{0}-week 45 °C stability"),
+             ("2 4 6 8 12",)),
             ("a {0}% increase in skin hydration after 4 weeks",
              ("skin moisture up {0} percent after a month", "corneometer readings {0}% higher"),
-             (('10', '15', '20', '25', '30', '35', '40', '50'),)),
+             ("10 15 20 25 30 35 40 50",)),
             ("a foam volume of {0} mL in a cylinder shake test",
-             ("{0} ml of lather", "foam height giving {0} mL when shaken"), (('150', '200', '250', '300', '350', '400', '450'),)),
+             ("{0} ml of lather", "foam height giving {0} mL when shaken"),
+             ("150 200 250 300 350 400 450",)),
             ("a primary irritation index below {0}",
-             ("skin irritation score under {0}", "very low irritancy (index < {0})"), (('0.2', '0.3', '0.5', '0.8', '1.0'),)),
+             ("skin irritation score under {0}", "very low irritancy (index < {0})"),
+             ("0.2 0.3 0.5 0.8 1.0",)),
         ),
         applications=_applications(
-            ("sunscreen lotions", ("sun protection creams", "products protecting skin from sunburn")),
+            ("sunscreen lotions",
+             ("sun protection creams", "products protecting skin from sunburn")),
             ("moisturising face creams", ("facial moisturisers", "day creams for the face")),
             ("rinse-off shampoos", ("hair cleansing products", "washing hair")),
             ("hair conditioners", ("conditioning hair rinses", "detangling hair after washing")),
@@ -631,49 +690,62 @@ _DOMAINS = (
         conditions=_phrases(
             "process",
             ("wet-milled in a bead mill to a D50 of {0} µm",
-             ("bead milling to a median particle size of {0} microns", "media milling down to d50 {0} µm"),
-             (('1', '1.5', '2', '2.5', '3', '4', '5'),)),
+             ("bead milling to a median particle size of {0} microns",
+              "media milling down to d50 {0} µm"),
+             ("1 1.5 2 2.5 3 4 5",)),
             ("diluted in water at a spray volume of {0} L/ha",
-             ("spraying in {0} litres of water per hectare", "a {0} L/ha spray volume"), (('50', '100', '150', '200', '250', '300', '400'),)),
+             ("spraying in {0} litres of water per hectare", "a {0} L/ha spray volume"),
+             ("50 100 150 200 250 300 400",)),
             ("stored at {0} °C for {1} weeks",
              ("{1} weeks of storage at {0} degrees", "accelerated ageing ({0} °C, {1} weeks)"),
-             (('35', '40', '45', '50', '54'), ('2', '4', '8', '12'))),
+             ("35 40 45 50 54", "2 4 8 12")),
             ("extruded and dried at {0} °C into water-dispersible granules",
-             ("granule extrusion with drying at {0} °C", "extrusion granulation dried at {0} degrees"),
-             (('50', '60', '70', '80', '90'),)),
+             ("granule extrusion with drying at {0} °C",
+              "extrusion granulation dried at {0} degrees"),
+             ("50 60 70 80 90",)),
             ("emulsified by adding the concentrate to water at 1:{0}",
-             ("a 1 in {0} dilution of the concentrate in water", "dilution at one part per {0} of water"),
-             (('20', '50', '100', '200', '400'),)),
+             ("a 1 in {0} dilution of the concentrate in water",
+              "dilution at one part per {0} of water"),
+             ("20 50 100 200 400",)),
             ("applied pre-emergence at {0} g a.i./ha",
-             ("pre-emergent use at {0} g active per hectare", "a {0} gram per hectare pre-emergence rate"),
-             (('50', '100', '250', '500', '750', '1,000', '1,500', '2,000'),)),
+             ("pre-emergent use at {0} g active per hectare",
+              "a {0} gram per hectare pre-emergence rate"),
+             ("50 100 250 500 750 1,000 1,500 2,000",)),
         ),
         properties=_phrases(
             "property",
-            ("a suspensibility above {0}%", ("more than {0}% remaining suspended", "{0} percent suspensibility"),
-             (('70', '75', '80', '85', '90', '95'),)),
+            ("a suspensibility above {0}%",
+             ("more than {0}% remaining suspended", "{0} percent suspensibility"),
+             ("70 75 80 85 90 95",)),
             ("{0}% weed control at 28 days after treatment",
-             ("control of {0}% of weeds four weeks after spraying", "{0} percent control at 28 DAT"),
-             (('80', '85', '90', '92', '95', '98'),)),
+             ("control of {0}% of weeds four weeks after spraying",
+              "{0} percent control at 28 DAT"),
+             ("80 85 90 92 95 98",)),
             ("rainfastness within {0} hours",
-             ("resistance to rain wash-off after {0} h", "rain resistance {0} hours after application"), (('0.5', '1', '2', '4', '6'),)),
+             ("resistance to rain wash-off after {0} h",
+              "rain resistance {0} hours after application"),
+             ("0.5 1 2 4 6",)),
             ("persistent foam below {0} mL after 1 minute",
-             ("less than {0} ml of foam after a minute", "low foaming ({0} mL)"), (('5', '10', '20', '30', '40', '60'),)),
+             ("less than {0} ml of foam after a minute", "low foaming ({0} mL)"),
+             ("5 10 20 30 40 60",)),
             ("crop injury below {0}%",
-             ("under {0}% phytotoxicity to the crop", "crop damage less than {0} percent"), (('2', '3', '5', '8', '10', '15'),)),
+             ("under {0}% phytotoxicity to the crop", "crop damage less than {0} percent"),
+             ("2 3 5 8 10 15",)),
             ("no creaming of the emulsion after {0} hours",
-             ("emulsion stability for {0} h without cream", "{0}-hour emulsion stability"), (('1', '2', '4', '8', '24'),)),
+             ("emulsion stability for {0} h without cream", "{0}-hour emulsion stability"),
+             ("1 2 4 8 24",)),
         ),
         applications=_applications(
-            ("post-emergence weed control in maize", ("killing emerged weeds in corn",
-                                                      "weeding maize after emergence")),
-            ("fungicide sprays for cereals", ("disease control in wheat and barley", "protecting grain crops from fungi")),
-            ("water-dispersible granules for broadacre crops", ("WG products for field crops",
-                                                                "granules that disperse in the spray tank")),
+            ("post-emergence weed control in maize",
+             ("killing emerged weeds in corn", "weeding maize after emergence")),
+            ("fungicide sprays for cereals",
+             ("disease control in wheat and barley", "protecting grain crops from fungi")),
+            ("water-dispersible granules for broadacre crops",
+             ("WG products for field crops", "granules that disperse in the spray tank")),
             ("seed treatments", ("seed dressing", "coating seeds before sowing")),
             ("tank-mix adjuvants", ("spray tank additives", "products added to the spray mix")),
-            ("controlled-release soil insecticides", ("slow-release soil insect control",
-                                                      "granular insecticides for soil pests")),
+            ("controlled-release soil insecticides",
+             ("slow-release soil insect control", "granular insecticides for soil pests")),
         ),
     ),
     Domain(
@@ -723,55 +795,69 @@ _DOMAINS = (
         conditions=_phrases(
             "process",
             ("pasteurised at {0} °C for {1} seconds",
-             ("heat treatment at {0} degrees C for {1} s", "a {1}-second pasteurisation at {0} °C"),
-             (('63', '72', '75', '80', '85', '90'), ('15', '20', '30', '60'))),
+             ("heat treatment at {0} degrees C for {1} s",
+              "a {1}-second pasteurisation at {0} °C"),
+             ("63 72 75 80 85 90", "15 20 30 60")),
             ("spray-dried at an inlet temperature of {0} °C",
-             ("spray drying with {0} °C inlet air", "atomising and drying with {0} degree inlet air"),
-             (('140', '150', '160', '170', '180', '190', '200', '210'),)),
+             ("spray drying with {0} °C inlet air",
+              "atomising and drying with {0} degree inlet air"),
+             ("140 150 160 170 180 190 200 210",)),
             ("homogenised at {0} bar",
              ("two-stage homogenisation at {0} bar", "high-pressure homogenising ({0} bar)"),
-             (('50', '100', '150', '200', '250', '300', '500'),)),
+             ("50 100 150 200 250 300 500",)),
             ("baked at {0} °C for {1} minutes",
              ("baking {1} min at {0} degrees", "an oven step of {1} minutes at {0} °C"),
-             (('160', '170', '180', '190', '200', '220'), ('8', '12', '15', '20', '25', '35'))),
+             ("160 170 180 190 200 220", "8 12 15 20 25 35")),
             ("extruded at a barrel temperature of {0} °C",
-             ("extrusion cooking at {0} °C", "a {0} degree extruder barrel"), (('100', '110', '120', '130', '140', '150', '160'),)),
+             ("extrusion cooking at {0} °C", "a {0} degree extruder barrel"),
+             ("100 110 120 130 140 150 160",)),
             ("freeze-dried at {0} mbar",
-             ("lyophilisation at {0} mbar", "freeze drying under {0} millibar"), (('0.05', '0.1', '0.2', '0.3', '0.5'),)),
+             ("lyophilisation at {0} mbar", "freeze drying under {0} millibar"),
+             ("0.05 0.1 0.2 0.3 0.5",)),
             ("UHT-treated at 140 °C for {0} seconds",
-             ("ultra-high-temperature processing for {0} s", "a {0}-second UHT step"), (('2', '3', '4', '5', '6', '8'),)),
+             ("ultra-high-temperature processing for {0} s", "a {0}-second UHT step"),
+             ("2 3 4 5 6 8",)),
         ),
         properties=_phrases(
             "property",
             ("a shelf life of {0} months at ambient temperature",
-             ("{0} months of unrefrigerated storage life", "{0}-month room-temperature shelf life"), (('3', '6', '9', '12', '18', '24', '36'),)),
-            ("an overrun of {0}%", ("{0} percent air incorporation", "aeration giving {0}% overrun"),
-             (('40', '60', '80', '90', '100', '120'),)),
-            ("a water activity below {0}", ("aw under {0}", "water activity lower than {0}"), (('0.3', '0.4', '0.5', '0.6', '0.7', '0.85'),)),
+             ("{0} months of unrefrigerated storage life", "{0}-month room-temperature shelf life"),
+             ("3 6 9 12 18 24 36",)),
+            ("an overrun of {0}%",
+             ("{0} percent air incorporation", "aeration giving {0}% overrun"),
+             ("40 60 80 90 100 120",)),
+            ("a water activity below {0}",
+             ("aw under {0}", "water activity lower than {0}"),
+             ("0.3 0.4 0.5 0.6 0.7 0.85",)),
             ("a mean droplet size below {0} µm",
-             ("emulsion droplets smaller than {0} microns", "d(4,3) under {0} µm"), (('0.2', '0.3', '0.5', '0.8', '1', '2', '5'),)),
+             ("emulsion droplets smaller than {0} microns", "d(4,3) under {0} µm"),
+             ("0.2 0.3 0.5 0.8 1 2 5",)),
             ("a sensory score of {0} on a 9-point hedonic scale",
-             ("liking rated {0} of 9 by panellists", "{0}/9 hedonic acceptance"), (('6', '6.5', '7', '7.5', '8', '8.5'),)),
+             ("liking rated {0} of 9 by panellists", "{0}/9 hedonic acceptance"),
+             ("6 6.5 7 7.5 8 8.5",)),
             ("a {0}% sugar reduction without loss of sweetness",
              ("{0} percent less sugar but equally sweet", "full sweetness with {0}% less sugar"),
-             (('20', '25', '30', '40', '50', '60', '70'),)),
+             ("20 25 30 40 50 60 70",)),
         ),
         applications=_applications(
             ("reduced-sugar beverages", ("low-sugar drinks", "soft drinks with less sugar")),
             ("ice cream and frozen desserts", ("frozen confections", "frozen dairy desserts")),
-            ("gluten-free bakery products", ("gluten-free bread and cakes", "baking without wheat gluten")),
+            ("gluten-free bakery products",
+             ("gluten-free bread and cakes", "baking without wheat gluten")),
             ("salad dressings", ("emulsified dressings", "vinaigrettes and creamy dressings")),
             ("infant formula powders", ("baby milk powder", "powdered formula for infants")),
-            ("plant-based meat analogues", ("vegan meat substitutes", "meat alternatives from plant protein")),
-            ("encapsulated flavour powders", ("spray-dried flavour systems", "powdered flavour encapsulates")),
+            ("plant-based meat analogues",
+             ("vegan meat substitutes", "meat alternatives from plant protein")),
+            ("encapsulated flavour powders",
+             ("spray-dried flavour systems", "powdered flavour encapsulates")),
         ),
     ),
     Domain(
         name="lubricants",
         nouns=("lubricating composition", "lubricant", "lubricating oil composition"),
         query_nouns=("lubricant", "lubricating oil", "lubrication fluid"),
-        titles=("Lubricating oil composition", "Low-viscosity engine oil", "Grease composition for bearings",
-                "Heat transfer fluid with corrosion protection"),
+        titles=("Lubricating oil composition", "Low-viscosity engine oil",
+                "Grease composition for bearings", "Heat transfer fluid with corrosion protection"),
         chemicals=_chemicals("""
             polyalphaolefin: base oil
             hydrotreated mineral oil: base oil, solvent
@@ -808,53 +894,71 @@ _DOMAINS = (
         conditions=_phrases(
             "process",
             ("blended at {0} °C for {1} hours",
-             ("mixing {1} h at {0} degrees", "a {1}-hour blend at {0} °C"), (('40', '50', '60', '70', '80', '90'), ('0.5', '1', '2', '3', '4'))),
+             ("mixing {1} h at {0} degrees", "a {1}-hour blend at {0} °C"),
+             ("40 50 60 70 80 90", "0.5 1 2 3 4")),
             ("passed {0} times through a three-roll mill",
-             ("{0} passes on a triple-roll mill", "three-roll milling ({0} passes)"), (('1', '2', '3', '4'),)),
+             ("{0} passes on a triple-roll mill", "three-roll milling ({0} passes)"),
+             ("1 2 3 4",)),
             ("saponified at {0} °C",
-             ("soap formation at {0} degrees", "in-situ saponification at {0} °C"), (('170', '180', '190', '200', '210', '220'),)),
+             ("soap formation at {0} degrees", "in-situ saponification at {0} °C"),
+             ("170 180 190 200 210 220",)),
             ("filtered through a {0} µm filter",
-             ("{0} micron filtration", "filtration to {0} µm"), (('1', '3', '5', '10', '25'),)),
+             ("{0} micron filtration", "filtration to {0} µm"),
+             ("1 3 5 10 25",)),
             ("dehydrated under vacuum at {0} °C",
-             ("vacuum drying at {0} degrees", "water stripping under vacuum at {0} °C"), (('90', '100', '110', '120', '130'),)),
+             ("vacuum drying at {0} degrees", "water stripping under vacuum at {0} °C"),
+             ("90 100 110 120 130",)),
             ("homogenised at {0} psi",
-             ("high-pressure homogenisation at {0} psi", "a {0} psi homogeniser pass"), (('3,000', '5,000', '6,000', '8,000', '10,000'),)),
+             ("high-pressure homogenisation at {0} psi", "a {0} psi homogeniser pass"),
+             ("3,000 5,000 6,000 8,000 10,000",)),
         ),
         properties=_phrases(
             "property",
             ("a kinematic viscosity of {0} cSt at 100 °C",
-             ("KV100 of {0} mm²/s", "{0} centistokes at 100 degrees"), (('3.8', '4.1', '5.6', '6.9', '7.5', '8.2', '9.3', '10.2', '12.5', '16.3'),)),
+             ("KV100 of {0} mm²/s", "{0} centistokes at 100 degrees"),
+             ("3.8 4.1 5.6 6.9 7.5 8.2 9.3 10.2 12.5 16.3",)),
             ("a four-ball wear scar diameter of {0} mm",
-             ("{0} mm wear scar in the four-ball test", "4-ball scar of {0} millimetres"), (('0.30', '0.35', '0.38', '0.40', '0.45', '0.50', '0.55'),)),
-            ("a viscosity index above {0}", ("VI greater than {0}", "viscosity index exceeding {0}"),
-             (('120', '130', '140', '150', '160', '170', '180'),)),
+             ("{0} mm wear scar in the four-ball test", "4-ball scar of {0} millimetres"),
+             ("0.30 0.35 0.38 0.40 0.45 0.50 0.55",)),
+            ("a viscosity index above {0}",
+             ("VI greater than {0}", "viscosity index exceeding {0}"),
+             ("120 130 140 150 160 170 180",)),
             ("an RPVOT oxidation life exceeding {0} minutes",
-             ("rotating pressure vessel oxidation test above {0} min", "{0}+ minutes oxidation stability"),
-             (('200', '300', '400', '500', '800', '1,000'),)),
-            ("a pour point of {0} °C", ("fluidity down to {0} degrees", "pour point at {0} °C"), (('-15', '-21', '-27', '-33', '-36', '-42', '-45', '-51'),)),
+             ("rotating pressure vessel oxidation test above {0} min",
+              "{0}+ minutes oxidation stability"),
+             ("200 300 400 500 800 1,000",)),
+            ("a pour point of {0} °C",
+             ("fluidity down to {0} degrees", "pour point at {0} °C"),
+             ("-15 -21 -27 -33 -36 -42 -45 -51",)),
             ("a boundary friction coefficient of {0}",
-             ("friction coefficient near {0}", "μ of {0} under boundary lubrication"), (('0.03', '0.04', '0.05', '0.06', '0.08', '0.10'),)),
+             ("friction coefficient near {0}", "μ of {0} under boundary lubrication"),
+             ("0.03 0.04 0.05 0.06 0.08 0.10",)),
             ("a dropping point above {0} °C",
-             ("drop point higher than {0} degrees", "grease dropping point over {0} °C"), (('180', '200', '220', '240', '260', '280', '300'),)),
+             ("drop point higher than {0} degrees", "grease dropping point over {0} °C"),
+             ("180 200 220 240 260 280 300",)),
         ),
         applications=_applications(
-            ("passenger car motor oils", ("engine oil for cars", "crankcase oil for passenger vehicles")),
-            ("industrial gear oils", ("gearbox lubrication in plants", "lubricating industrial gears")),
+            ("passenger car motor oils",
+             ("engine oil for cars", "crankcase oil for passenger vehicles")),
+            ("industrial gear oils",
+             ("gearbox lubrication in plants", "lubricating industrial gears")),
             ("hydraulic fluids", ("hydraulic oil", "fluids for hydraulic systems")),
             ("greases for rolling bearings", ("bearing grease", "lubricating ball bearings")),
             ("metalworking fluids", ("cutting fluids", "coolants for machining")),
             ("engine coolants", ("antifreeze coolant", "radiator fluid")),
-            ("wind turbine gearbox lubricants", ("wind turbine gear oil", "lubricating wind turbine gears")),
+            ("wind turbine gearbox lubricants",
+             ("wind turbine gear oil", "lubricating wind turbine gears")),
         ),
     ),
 )
 DOMAINS: dict[str, Domain] = {domain.name: domain for domain in _DOMAINS}
 
 _AMOUNTS: dict[str, tuple[float, float]] = {
-    "base oil": (60.0, 92.0), "solvent": (10.0, 60.0), "carrier": (10.0, 60.0), "binder": (15.0, 50.0),
-    "filler": (5.0, 35.0), "pigment": (2.0, 25.0), "active": (0.5, 40.0), "tackifier": (10.0, 40.0),
-    "plasticizer": (2.0, 15.0), "emollient": (2.0, 20.0), "opacifier": (1.0, 10.0), "antifreeze": (5.0, 40.0),
-    "humectant": (1.0, 15.0), "surfactant": (1.0, 15.0), "emulsifier": (0.5, 8.0),
+    "base oil": (60.0, 92.0), "solvent": (10.0, 60.0), "carrier": (10.0, 60.0),
+    "binder": (15.0, 50.0), "filler": (5.0, 35.0), "pigment": (2.0, 25.0), "active": (0.5, 40.0),
+    "tackifier": (10.0, 40.0), "plasticizer": (2.0, 15.0), "emollient": (2.0, 20.0),
+    "opacifier": (1.0, 10.0), "antifreeze": (5.0, 40.0), "humectant": (1.0, 15.0),
+    "surfactant": (1.0, 15.0), "emulsifier": (0.5, 8.0),
 }
 """wt% range per role; other roles take 0.1-5 wt%."""
 
@@ -898,23 +1002,28 @@ def role_swaps(a: Formulation, b: Formulation) -> list[str]:
 
 class _KeyIndex:
     """The keys of the queries made so far and their anchors: every key must stay held
-    (all of its items) by its own anchor alone, so that every query has one answer."""
+    (all of its items) by its own anchor alone, so that every query has one answer.
+
+    A key is filed under its two first items in sorted order, so a passage is checked
+    through the pairs of its own items."""
 
     def __init__(self) -> None:
-        self._keys: dict[str, list[frozenset[str]]] = {}
+        self._keys: dict[tuple[str, str], list[frozenset[str]]] = {}
         self._anchors: dict[str, list[frozenset[str]]] = {}
 
     def holds_a_key(self, entities: frozenset[str]) -> bool:
-        return any(key <= entities for item in entities for key in self._keys.get(item, ()))
+        return any(key <= entities for pair in itertools.combinations(sorted(entities), 2)
+                   for key in self._keys.get(pair, ()))
 
     def is_free(self, key: frozenset[str], signature: str) -> bool:
         """No anchor so far holds the whole ``key``."""
         return not any(key <= anchor for anchor in self._anchors.get(signature, ()))
 
-    def add(self, anchor: frozenset[str], key: frozenset[str], signature: str) -> None:
+    def add(self, anchor: frozenset[str], key: frozenset[str]) -> None:
         for item in anchor:
             self._anchors.setdefault(item, []).append(anchor)
-        self._keys.setdefault(signature, []).append(key)
+        first, second, *_ = sorted(key)
+        self._keys.setdefault((first, second), []).append(key)
 
 
 @dataclass(frozen=True)
@@ -946,7 +1055,8 @@ def _within_total(ingredients: list[Ingredient]) -> tuple[Ingredient, ...]:
     total = sum(i.amount for i in ingredients)
     if total <= 95:
         return tuple(ingredients)
-    return tuple(Ingredient(i.chemical, i.role, _rounded(i.amount * 95 / total)) for i in ingredients)
+    return tuple(Ingredient(i.chemical, i.role, _rounded(i.amount * 95 / total))
+                 for i in ingredients)
 
 
 def _sample_families(pool: Sequence[Phrase], count: int, rng: random.Random) -> tuple[Phrase, ...]:
@@ -988,6 +1098,11 @@ class _Edit:
     """Items kept before the others when the shape has room for them."""
     keep_application: bool = False
 
+    def relaxed(self) -> _Edit:
+        """The edit without its preferences and role swap, for the rare source where they
+        only lead to passages that hold another query's key."""
+        return replace(self, prefer=frozenset(), swap=None)
+
 
 def _derive(source: Formulation, domain: Domain, rng: random.Random, edit: _Edit,
             keys: _KeyIndex) -> Formulation:
@@ -1001,13 +1116,14 @@ def _derive(source: Formulation, domain: Domain, rng: random.Random, edit: _Edit
     items = source.entities
     n = len(items)
     low, high = edit.band
-    for _ in range(_MAX_TRIES):
+    for attempt in range(_MAX_TRIES):
         shape = _random_shape(rng)
         m = shape.size
         ks = [k for k in range(min(n, m) + 1) if low <= k / (n + m - k) <= high]
         if not ks:
             continue
-        derived = _assemble(source, domain, rng, edit, shape, rng.choice(ks))
+        current = edit if attempt < _MAX_TRIES // 2 else edit.relaxed()
+        derived = _assemble(source, domain, rng, current, shape, rng.choice(ks))
         if (derived is not None and low <= jaccard(items, derived.entities) <= high
                 and not keys.holds_a_key(derived.entities)):
             return derived
@@ -1103,17 +1219,18 @@ def _fill(kept: list[Part], pool: Sequence[Phrase], count: int, banned: frozense
 @dataclass(frozen=True)
 class _Key:
     """What a query asks for: a role-qualified ingredient (the signature), one item of the
-    query's mode and one more role-qualified ingredient."""
+    query's mode and more role-qualified ingredients (two with an application, which is the
+    least specific item, else one)."""
 
     mode: Mode
     signature: Ingredient
     focus: Part
-    extra: Ingredient
+    extras: tuple[Ingredient, ...]
     swap: bool
 
     @property
     def items(self) -> frozenset[str]:
-        return frozenset((self.signature.item, self.focus.item, self.extra.item))
+        return frozenset(part.item for part in (self.signature, self.focus, *self.extras))
 
 
 def _choose_key(anchor: Formulation, domain: Domain, rng: random.Random,
@@ -1126,16 +1243,13 @@ def _choose_key(anchor: Formulation, domain: Domain, rng: random.Random,
         others = [i for i in anchor.ingredients if i != signature]
         mode = rng.choice(MODES)
         if mode == "composition":
-            focus, extra = rng.sample(others, 2)
+            focus, *extras = rng.sample(others, 2)
+        elif mode == "application":
+            focus, extras = anchor.application, rng.sample(others, 2)
         else:
-            extra = rng.choice(others)
-            if mode == "process":
-                focus = rng.choice(anchor.conditions)
-            elif mode == "performance":
-                focus = rng.choice(anchor.properties)
-            else:
-                focus = anchor.application
-        key = _Key(mode, signature, focus, extra, swap)
+            focus = rng.choice(anchor.conditions if mode == "process" else anchor.properties)
+            extras = [rng.choice(others)]
+        key = _Key(mode, signature, focus, tuple(extras), swap)
         if keys.is_free(key.items, signature.item):
             return key
     return None
@@ -1144,37 +1258,39 @@ def _choose_key(anchor: Formulation, domain: Domain, rng: random.Random,
 _QUERY_TEMPLATES: dict[Mode, tuple[str, ...]] = {
     "composition": (
         ("Which {noun} uses {chem} as {a_role} together with {chem2} as {a_role2} and {chem3} "
-        "as {a_role3}?"),
+         "as {a_role3}?"),
         "{noun} containing {chem2} as the {role2}, {chem3} as the {role3} and {chem} as the {role}",
         ("What {noun} combines {chem} acting as {a_role} with {a_role2} based on {chem2} and "
-        "{chem3} ({role3})?"),
+         "{chem3} ({role3})?"),
         ("Find {a_noun} in which {chem} functions as the {role} alongside {chem3} ({role3}) and "
-        "{chem2} ({role2})."),
+         "{chem2} ({role2})."),
         "{chem} {role} plus {chem2} {role2} and {chem3} {role3} in {a_noun}",
     ),
     "process": (
         "How is {a_noun} with {chem} as {a_role} and {chem2} as {a_role2} made using {focus}?",
         "{noun} containing {chem} as the {role} and {chem2} ({role2}), produced with {focus}",
         ("Which manufacturing route involves {focus} for {a_noun} that uses {chem} as {a_role} "
-        "alongside {a_role2} ({chem2})?"),
+         "alongside {a_role2} ({chem2})?"),
         ("preparation of {a_noun} including {focus}, where {chem} serves as the {role} and {chem2} "
-        "as the {role2}"),
+         "as the {role2}"),
     ),
     "performance": (
         "Which {noun} achieves {focus} using {chem} as {a_role} and {chem2} as {a_role2}?",
         ("{noun} with {focus} obtained by using {chem} as the {role} together with {chem2} "
-        "({role2})"),
+         "({role2})"),
         ("How can {focus} be reached in {a_noun} that relies on {chem} as {a_role} plus {a_role2} "
-        "such as {chem2}?"),
+         "such as {chem2}?"),
         ("formulation where {chem} is the {role}, {chem2} is the {role2} and the product shows "
-        "{focus}"),
+         "{focus}"),
     ),
     "application": (
-        "What {noun} for {focus} includes {chem} as its {role} and {chem2} as {a_role2}?",
-        "{chem} used as {a_role} with {chem2} ({role2}) in a formulation intended for {focus}",
+        ("What {noun} for {focus} includes {chem} as its {role}, {chem2} as {a_role2} and "
+         "{chem3} as {a_role3}?"),
+        ("{chem} used as {a_role} with {chem2} ({role2}) and {chem3} ({role3}) in a formulation "
+         "intended for {focus}"),
         ("Which formulation suited to {focus} relies on {chem} as the {role}, with {chem2} as the "
-        "{role2}?"),
-        "{noun} for {focus} with {chem2} as {a_role2} and {chem} as {a_role}",
+         "{role2} and {chem3} as the {role3}?"),
+        "{noun} for {focus} with {chem2} as {a_role2}, {chem3} as {a_role3} and {chem} as {a_role}",
     ),
 }
 
@@ -1202,7 +1318,7 @@ def _query_text(key: _Key, domain: Domain, rng: random.Random) -> str:
     """A paraphrased question for ``key``: role synonyms, abbreviations, reordered clauses."""
     noun = rng.choice(domain.query_nouns)
     fields = {"noun": noun, "a_noun": _article(noun), **_ingredient_fields(key.signature, "", rng)}
-    ingredients = [p for p in (key.focus, key.extra) if isinstance(p, Ingredient)]
+    ingredients = [p for p in (key.focus, *key.extras) if isinstance(p, Ingredient)]
     for number, ingredient in enumerate(ingredients, start=2):
         fields |= _ingredient_fields(ingredient, str(number), rng)
     if isinstance(key.focus, Phrase):
@@ -1212,8 +1328,9 @@ def _query_text(key: _Key, domain: Domain, rng: random.Random) -> str:
 
 # --------------------------------------------------------------------------- passages
 
-_SECTIONS = ("Detailed Description", "Example {n}", "Summary of the Invention", "Preferred Embodiments",
-             "Description of Embodiments", "Working Example {n}", "Examples")
+_SECTIONS = ("Detailed Description", "Example {n}", "Summary of the Invention",
+             "Preferred Embodiments", "Description of Embodiments", "Working Example {n}",
+             "Examples")
 _INGREDIENT_FORMS = (
     "{amount} wt% of {chemical} as {a_role}",
     "{chemical} ({role}, {amount} wt%)",
@@ -1227,23 +1344,27 @@ _OPENERS = (
     "The {noun} of Table {n} consists essentially of {items}.",
     "A typical {noun} according to the invention includes {items}.",
 )
-_MORE_INGREDIENTS = ("The {noun} further comprises {items}.", "In addition, {items} may be present.",
+_MORE_INGREDIENTS = ("The {noun} further comprises {items}.",
+                     "In addition, {items} may be present.",
                      "Optionally, it also contains {items}.")
 _ONE_CONDITION = ("The mixture was {0}.", "During manufacture, the batch is {0}.",
                   "Preferably, the composition is {0}.", "The blend was subsequently {0}.")
 _TWO_CONDITIONS = ("The mixture was {0} and then {1}.",
                    "During manufacture, the batch is first {0}, after which it is {1}.",
                    "The composition was {0}; it was then {1}.")
-_ONE_PROPERTY = ("The resulting {noun} exhibits {0}.", "Compositions prepared in this way showed {0}.",
+_ONE_PROPERTY = ("The resulting {noun} exhibits {0}.",
+                 "Compositions prepared in this way showed {0}.",
                  "Testing of the product confirmed {0}.", "The {noun} is characterised by {0}.")
 _TWO_PROPERTIES = ("The resulting {noun} exhibits {0} and {1}.",
                    "Compositions prepared in this way showed {0} together with {1}.",
                    "Testing confirmed {0}, as well as {1}.")
-_APPLICATION_SENTENCES = ("The {noun} is particularly suitable for {0}.", "Such formulations find use in {0}.",
-                          "Intended applications include {0}.", "This {noun} was developed for {0}.")
+_APPLICATION_SENTENCES = ("The {noun} is particularly suitable for {0}.",
+                          "Such formulations find use in {0}.",
+                          "Intended applications include {0}.",
+                          "This {noun} was developed for {0}.")
 _BOILERPLATE = (
     "All percentages are by weight of the total composition unless otherwise indicated.",
-    "It will be understood that variations may be made without departing from the scope of the invention.",
+    "Variations may be made without departing from the scope of the invention.",
     "The embodiments described herein are illustrative and not limiting.",
     "Unless stated otherwise, the components were used as received from commercial suppliers.",
 )
@@ -1268,7 +1389,8 @@ def _render(formulation: Formulation, domain: Domain, title: str, rng: random.Ra
                                          n=rng.randint(1, 12), items=_listing(words[:split]))
     sentences = [opener]
     if split < len(words):
-        sentences.append(rng.choice(_MORE_INGREDIENTS).format(noun=noun, items=_listing(words[split:])))
+        more = _listing(words[split:])
+        sentences.append(rng.choice(_MORE_INGREDIENTS).format(noun=noun, items=more))
     texts = [c.text for c in formulation.conditions]
     process = rng.choice(_ONE_CONDITION if len(texts) == 1 else _TWO_CONDITIONS).format(*texts)
     texts = [p.text for p in formulation.properties]
@@ -1276,7 +1398,8 @@ def _render(formulation: Formulation, domain: Domain, title: str, rng: random.Ra
         *texts, noun=noun)
     middle = [process, performance] if rng.random() < 0.7 else [performance, process]
     sentences += middle
-    sentences.append(rng.choice(_APPLICATION_SENTENCES).format(formulation.application.text, noun=noun))
+    sentences.append(rng.choice(_APPLICATION_SENTENCES).format(formulation.application.text,
+                                                               noun=noun))
     if rng.random() < 0.5:
         sentences.insert(rng.choice((0, len(sentences))), rng.choice(_BOILERPLATE))
     section = rng.choice(_SECTIONS).format(n=rng.randint(1, 12))
@@ -1344,13 +1467,13 @@ def _add_anchor_patent(rng: random.Random, keys: _KeyIndex, patents: list[_Paten
     domain = DOMAINS[rng.choices(names, weights=list(_DOMAIN_WEIGHTS.values()))[0]]
     patent = _new_patent(domain, rng, patents)
     first, key = _first_anchor(domain, rng, keys)
-    keys.add(first.entities, key.items, key.signature.item)
+    keys.add(first.entities, key.items)
     anchors = [(patent.add("anchor", first), key)]
     for _ in range(wanted - 1):
         anchor = _derive(first, domain, rng, _Edit(SIBLING_BAND, keep_application=True), keys)
         key = _choose_key(anchor, domain, rng, keys)
         if key is not None:
-            keys.add(anchor.entities, key.items, key.signature.item)
+            keys.add(anchor.entities, key.items)
             anchors.append((patent.add("anchor", anchor), key))
     return patent, anchors
 
@@ -1503,8 +1626,10 @@ class SynthDataset:
             passages_per_kind={k: sum(d.kind == k for d in self.docs.values())
                                for k in ("anchor", "hard", "soft", "sibling", "distractor")},
             corpus_size=len(self.docs),
-            mean_hard_jaccard=round(_mean([jaccard(a.entities, h.entities) for a, h, _ in triplets]), 4),
-            mean_soft_jaccard=round(_mean([jaccard(a.entities, s.entities) for a, _, s in triplets]), 4),
+            mean_hard_jaccard=round(_mean([jaccard(a.entities, h.entities)
+                                           for a, h, _ in triplets]), 4),
+            mean_soft_jaccard=round(_mean([jaccard(a.entities, s.entities)
+                                           for a, _, s in triplets]), 4),
             role_swap_share=round(_mean([bool(role_swaps(a, h)) for a, h, _ in triplets]), 4),
         )
 
@@ -1527,7 +1652,8 @@ def _check_arguments(queries: int, distractors: int, variant: str,
                          f"(train, dev, test), got {split_fractions}")
 
 
-def _documents(patents: list[_Patent], rng: random.Random) -> tuple[dict[str, SynthDoc], dict[int, str]]:
+def _documents(patents: list[_Patent], rng: random.Random,
+               ) -> tuple[dict[str, SynthDoc], dict[int, str]]:
     """Rendered passages by doc id (sorted), and the doc id of each chunk (by ``id``).
     Patent numbers and chunk positions are shuffled, so ids say nothing of the role."""
     numbers = list(range(1, len(patents) + 1))
@@ -1535,7 +1661,7 @@ def _documents(patents: list[_Patent], rng: random.Random) -> tuple[dict[str, Sy
     width = max(4, len(str(len(patents))))
     doc_ids: dict[int, str] = {}
     docs: list[SynthDoc] = []
-    for patent, number in zip(patents, numbers):
+    for patent, number in zip(patents, numbers, strict=True):
         name = f"p{number:0{width}d}"
         chunks = patent.chunks[:]
         rng.shuffle(chunks)

@@ -113,11 +113,21 @@ def training_arguments(recipe: Recipe, run: RunDir, resuming: bool):
         batch_sampler=BatchSamplers.NO_DUPLICATES,
         **({"gradient_checkpointing": True} if t.gradient_checkpointing else {}),
         dataloader_num_workers=t.dataloader_workers,
-        ddp_find_unused_parameters=False,
         report_to=report_to,
         run_name=recipe.tracking.run_name or Path(recipe.output_dir).name,
         disable_tqdm=False,
+        # Without an accelerator, Accelerate only sets up multi-process (gloo) DDP when told
+        # it runs on the CPU; otherwise torchrun's ranks would train unsynchronised.
+        use_cpu=not has_accelerator(),
     )
+
+
+def has_accelerator() -> bool:
+    import torch
+
+    mps = getattr(torch.backends, "mps", None)
+    return torch.cuda.is_available() or bool(mps and mps.is_available()) or (
+        hasattr(torch, "xpu") and torch.xpu.is_available())
 
 
 def is_main_process() -> bool:

@@ -1,0 +1,134 @@
+"""Recipe schema, dotted overrides, cross-field checks and the shipped recipes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tapt.cli import main
+from tapt.recipe import RecipeError, load_recipe, parse_override
+from tapt.training.tapt import check_recipe
+
+REPO = Path(__file__).resolve().parents[2]
+SHIPPED = sorted((REPO / "recipes").glob("*.yaml"))
+
+
+def test_the_paper_recipes_are_shipped():
+    names = {path.name for path in SHIPPED}
+    assert {"qwen3.yaml", "qwen3-matryoshka.yaml", "gte-large.yaml", "nomic.yaml",
+            "quickstart.yaml"} <= names
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.name)
+def test_every_shipped_recipe_validates_and_documents_its_launch(path):
+    recipe = load_recipe(path)
+    check_recipe(recipe)
+    header = path.read_text(encoding="utf-8").split("\nmodel:")[0]
+    assert f"tapt train recipes/{path.name}" in header, "header must give the launch command"
+    assert "Hardware" in header
+    # Remote code only where the model needs it, and then said in the header.
+    if recipe.model.trust_remote_code:
+        assert recipe.model.family in ("gte", "nomic")
+        assert "trust_remote_code" in header
+
+
+def test_validate_command_accepts_all_shipped_recipes(capsys):
+    assert main(["validate", *map(str, SHIPPED)]) == 0
+    assert capsys.readouterr().out.count("ok") == len(SHIPPED)
+
+
+def test_paper_setting_in_qwen3_recipe():
+    recipe = load_recipe(REPO / "recipes" / "qwen3.yaml")
+    assert recipe.model.name == "Qwen/Qwen3-Embedding-0.6B"
+    assert recipe.model.family == "qwen3"
+    assert (recipe.loss.name, recipe.training.epochs, recipe.training.bf16) == ("mnrl", 5, True)
+    assert recipe.model.max_seq_length == 2048
+    assert recipe.model.trust_remote_code is False
+    assert load_recipe(REPO / "recipes" / "qwen3-matryoshka.yaml").loss.name == "matryoshka"
+
+
+def _write(tmp_path, data) -> Path:
+    path = tmp_path / "r.yaml"
+    path.write_text(yaml.safe_dump(data), encoding="utf-8")
+    return path
+
+
+BASE = {"model": {"name": "m"}, "data": {"path": "d"}, "output_dir": "o"}
+
+
+def test_unknown_key_is_named(tmp_path):
+    path = _write(tmp_path, {**BASE, "training": {"lerning_rate": 1e-5}})
+    with pytest.raises(RecipeError) as err:
+        load_recipe(path)
+    assert str(path) in str(err.value)
+    assert "training.lerning_rate: unknown key" in str(err.value)
+
+
+def test_unknown_section_is_named(tmp_path):
+    with pytest.raises(RecipeError, match=r"optimiser: unknown key"):
+        load_recipe(_write(tmp_path, {**BASE, "optimiser": {"name": "adamw"}}))
+
+
+@pytest.mark.parametrize("section,key,value", [
+    ("training", "epochs", "five"), ("training", "per_device_batch_size", 0),
+    ("loss", "name", "triplet"), ("model", "trust_remote_code", "perhaps"),
+    ("eval", "metric", "ndcg@5"), ("tracking", "backend", "mlflow"),
+])
+def test_wrong_type_or_value_is_named(tmp_path, section, key, value):
+    with pytest.raises(RecipeError) as err:
+        load_recipe(_write(tmp_path, {**BASE, section: {key: value}}))
+    assert f"{section}.{key}:" in str(err.value)
+    assert repr(value) in str(err.value)
+
+
+def test_missing_required_key_is_named(tmp_path):
+    with pytest.raises(RecipeError, match=r"output_dir: Field required"):
+        load_recipe(_write(tmp_path, {"model": {"name": "m"}, "data": {"path": "d"}}))
+
+
+def test_overrides_keep_types_and_win(tmp_path):
+    path = _write(tmp_path, BASE)
+    recipe = load_recipe(path, ["training.learning_rate=1e-5", "loss.name=matryoshka",
+                                "loss.matryoshka_dims=[256, 64]", "training.bf16=false",
+                                "data.dev_distractors=null", "model.lora.enabled=true"])
+    assert recipe.training.learning_rate == pytest.approx(1e-5)
+    assert recipe.loss.matryoshka_dims == [256, 64]
+    assert recipe.training.bf16 is False
+    assert recipe.data.dev_distractors is None
+    assert recipe.model.lora.enabled is True
+
+
+def test_bad_overrides_are_errors(tmp_path):
+    path = _write(tmp_path, BASE)
+    with pytest.raises(RecipeError, match="expected dotted.key=value"):
+        load_recipe(path, ["training.epochs"])
+    with pytest.raises(RecipeError, match="training.epoch: unknown key"):
+        load_recipe(path, ["training.epoch=3"])
+    with pytest.raises(RecipeError, match="'output_dir' is not a section"):
+        load_recipe(path, ["output_dir.x=1"])
+    assert parse_override("run=a=b") == (["run"], "a=b")
+
+
+def test_matryoshka_weights_must_match_dims(tmp_path):
+    with pytest.raises(RecipeError, match="matryoshka_weights"):
+        load_recipe(_write(tmp_path, {**BASE, "loss": {"matryoshka_dims": [64, 32],
+                                                       "matryoshka_weights": [1.0]}}))
+
+
+def test_save_steps_must_be_a_multiple_of_eval_steps(tmp_path):
+    recipe = load_recipe(_write(tmp_path, {**BASE, "training": {"eval_steps": 4,
+                                                                "save_steps": 6}}))
+    with pytest.raises(RecipeError, match="multiple"):
+        check_recipe(recipe)
+
+
+def test_validate_command_fails_and_names_the_key(tmp_path, capsys):
+    bad = _write(tmp_path, {**BASE, "training": {"lr": 1}})
+    assert main(["validate", str(bad)]) == 2
+    assert "training.lr: unknown key" in capsys.readouterr().out
+
+
+def test_trust_remote_code_is_off_by_default(tmp_path):
+    assert load_recipe(_write(tmp_path, BASE)).model.trust_remote_code is False
