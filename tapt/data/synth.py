@@ -149,9 +149,9 @@ def _applications(*specs: tuple[str, tuple[str, ...]]) -> tuple[Phrase, ...]:
 
 
 ROLE_SYNONYMS: dict[str, tuple[str, ...]] = {
-    "active": ("active ingredient", "active agent", "active substance"),
+    "active": ("effective ingredient", "effective agent", "principal ingredient"),
     "adhesion promoter": ("coupling agent", "bonding promoter"),
-    "adjuvant": ("spray adjuvant", "activity enhancer"),
+    "adjuvant": ("activity enhancer", "spray additive"),
     "anti-caking agent": ("free-flow agent", "flow conditioner"),
     "antifreeze": ("freeze-point depressant", "freeze protectant"),
     "antioxidant": ("oxidation inhibitor", "radical scavenger"),
@@ -159,12 +159,12 @@ ROLE_SYNONYMS: dict[str, tuple[str, ...]] = {
     "acidulant": ("acidifier", "acidity regulator"),
     "base oil": ("base stock", "base fluid"),
     "binder": ("film former", "binding agent", "binding resin"),
-    "carrier": ("inert carrier", "support material"),
+    "carrier": ("inert support", "support material"),
     "catalyst": ("accelerator", "cure promoter"),
     "chelating agent": ("sequestrant", "metal chelator"),
     "coalescent": ("coalescing aid", "film-forming aid"),
     "colourant": ("colouring agent", "food colour"),
-    "conditioning agent": ("conditioner", "hair-conditioning agent"),
+    "conditioning agent": ("conditioner", "detangling agent"),
     "corrosion inhibitor": ("rust inhibitor", "anticorrosion agent"),
     "crosslinker": ("curing agent", "hardener", "crosslinking agent"),
     "defoamer": ("antifoam", "foam control agent"),
@@ -181,16 +181,16 @@ ROLE_SYNONYMS: dict[str, tuple[str, ...]] = {
     "glidant": ("flow aid", "powder-flow enhancer"),
     "humectant": ("moisture-retaining agent", "moisturiser"),
     "leavening agent": ("raising agent", "leavener"),
-    "lubricant": ("tableting lubricant", "die-wall lubricant"),
+    "lubricant": ("die-wall release agent", "anti-friction excipient"),
     "opacifier": ("opacifying agent", "whitening agent"),
     "pH adjuster": ("buffering agent", "pH regulator"),
-    "pigment": ("colourant", "colouring pigment"),
+    "pigment": ("colourant", "tinting agent"),
     "plasticizer": ("softener", "flexibiliser"),
     "pour point depressant": ("low-temperature flow improver", "PPD"),
     "preservative": ("antimicrobial agent", "biocide"),
     "release modifier": ("rate-controlling polymer", "controlled-release agent"),
     "rheology modifier": ("flow control agent", "thixotropic agent"),
-    "safener": ("herbicide safener", "crop protectant"),
+    "safener": ("crop protectant", "phytotoxicity antidote"),
     "seal swell agent": ("seal conditioner", "elastomer swell agent"),
     "solubilizer": ("solubilising agent", "solubility enhancer"),
     "solvent": ("carrier liquid", "diluent", "liquid vehicle"),
@@ -446,9 +446,9 @@ _DOMAINS = (
         chemicals=_chemicals("""
             microcrystalline cellulose: filler, binder, disintegrant
             lactose monohydrate: filler, binder
-            dicalcium phosphate: filler, binder
+            dicalcium phosphate: filler, binder, excipient
             pregelatinized starch: binder, disintegrant, filler
-            mannitol: filler, sweetener
+            mannitol: filler, sweetener, excipient
             magnesium stearate: lubricant, glidant
             colloidal silicon dioxide: glidant, anti-caking agent, thickener
             talc: glidant, lubricant, filler

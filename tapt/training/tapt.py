@@ -137,8 +137,6 @@ def is_main_process() -> bool:
 def train(recipe: Recipe, *, run_test: bool = False, callbacks: list | None = None
           ) -> TrainResult:
     """Run a recipe end to end; see the module docstring for the phases."""
-    from sentence_transformers import SentenceTransformerTrainer
-
     from tapt.retrieval.evaluator import RetrievalEvaluator
     from tapt.training.losses import build_loss
 
@@ -173,8 +171,8 @@ def train(recipe: Recipe, *, run_test: bool = False, callbacks: list | None = No
         with_title=recipe.data.with_title,
         metrics_file=str(run.metrics_file) if is_main_process() else None)
     args = training_arguments(recipe, run, resuming=resume_from is not None)
-    trainer = SentenceTransformerTrainer(model=model, args=args, train_dataset=train_rows,
-                                         loss=loss, evaluator=evaluator, callbacks=callbacks)
+    trainer = trainer_class()(model=model, args=args, train_dataset=train_rows, loss=loss,
+                              evaluator=evaluator, callbacks=callbacks)
 
     zero_shot_test = None
     if run_test and recipe.eval.zero_shot and resume_from is None and is_main_process():
@@ -204,6 +202,22 @@ def train(recipe: Recipe, *, run_test: bool = False, callbacks: list | None = No
                                             "history": history}, indent=2) + "\n",
                                 encoding="utf-8")
     return result
+
+
+def trainer_class():
+    """sentence-transformers' trainer, taught to reload LoRA adapters from checkpoints."""
+    from sentence_transformers import SentenceTransformerTrainer
+
+    from tapt.training.lora import has_lora, load_lora_checkpoint
+
+    class TaptTrainer(SentenceTransformerTrainer):
+        def _load_from_checkpoint(self, checkpoint_path: str, model=None) -> None:
+            if has_lora(self.model):
+                load_lora_checkpoint(self.model, checkpoint_path)
+            else:
+                super()._load_from_checkpoint(checkpoint_path)
+
+    return TaptTrainer
 
 
 def _checkpoint_step(path: str | None) -> int | None:

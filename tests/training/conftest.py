@@ -18,11 +18,11 @@ def synth_path(tmp_path_factory) -> Path:
     return folder
 
 
-def recipe_dict(model: Path, data: Path, output: Path, **sections) -> dict:
+def recipe_dict(model_path: Path, data_path: Path, output: Path, **sections) -> dict:
     """A CPU-sized recipe; ``sections`` update the defaults one section at a time."""
     recipe = {
-        "model": {"name": str(model), "max_seq_length": 64},
-        "data": {"path": str(data), "dev_distractors": 10},
+        "model": {"name": str(model_path), "max_seq_length": 64},
+        "data": {"path": str(data_path), "dev_distractors": 10},
         "loss": {"name": "mnrl"},
         "training": {"epochs": 1, "max_steps": 4, "learning_rate": 1e-3,
                      "per_device_batch_size": 8, "bf16": False, "eval_steps": 2,
