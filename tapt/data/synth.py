@@ -1526,15 +1526,15 @@ def _add_distractors(rng: random.Random, keys: _KeyIndex, patents: list[_Patent]
 
 
 def _assign_splits(triplets: list[_Triplet], fractions: tuple[float, float, float],
-                   rng: random.Random) -> dict[int, str]:
-    """Split name per anchor patent (by ``id``): whole patents go to the split furthest
-    below its target share of queries."""
-    sizes = Counter(id(t.patent) for t in triplets)
+                   rng: random.Random) -> dict[_Patent, str]:
+    """Split name per anchor patent: whole patents go to the split furthest below its
+    target share of queries."""
+    sizes = Counter(t.patent for t in triplets)
     order = list(sizes)
     rng.shuffle(order)
     targets = [f * len(triplets) for f in fractions]
     counts = [0, 0, 0]
-    split_of: dict[int, str] = {}
+    split_of: dict[_Patent, str] = {}
     for patent in order:
         index = max(range(3), key=lambda s: targets[s] - counts[s])
         counts[index] += sizes[patent]
@@ -1653,20 +1653,20 @@ def _check_arguments(queries: int, distractors: int, variant: str,
 
 
 def _documents(patents: list[_Patent], rng: random.Random,
-               ) -> tuple[dict[str, SynthDoc], dict[int, str]]:
-    """Rendered passages by doc id (sorted), and the doc id of each chunk (by ``id``).
+               ) -> tuple[dict[str, SynthDoc], dict[_Chunk, str]]:
+    """Rendered passages by doc id (sorted), and the doc id of each chunk.
     Patent numbers and chunk positions are shuffled, so ids say nothing of the role."""
     numbers = list(range(1, len(patents) + 1))
     rng.shuffle(numbers)
     width = max(4, len(str(len(patents))))
-    doc_ids: dict[int, str] = {}
+    doc_ids: dict[_Chunk, str] = {}
     docs: list[SynthDoc] = []
     for patent, number in zip(patents, numbers, strict=True):
         name = f"p{number:0{width}d}"
         chunks = patent.chunks[:]
         rng.shuffle(chunks)
         for position, chunk in enumerate(chunks, start=1):
-            doc_id = doc_ids[id(chunk)] = f"{name}-c{position}"
+            doc_id = doc_ids[chunk] = f"{name}-c{position}"
             docs.append(SynthDoc(doc_id, name, patent.domain.name, chunk.kind, chunk.formulation,
                                  _render(chunk.formulation, patent.domain, patent.title, rng)))
     return {doc.doc_id: doc for doc in sorted(docs, key=lambda d: d.doc_id)}, doc_ids
@@ -1698,8 +1698,7 @@ def build(*, queries: int = 600, distractors: int = 2000, variant: Variant = "st
         query_id = f"q{number:0{query_width}d}"
         synth_queries[query_id] = SynthQuery(
             query_id, _query_text(t.key, t.patent.domain, rng), t.key.mode, t.patent.domain.name,
-            split_of[id(t.patent)], doc_ids[id(t.anchor)], doc_ids[id(t.hard)], doc_ids[id(t.soft)],
-            t.key.items)
+            split_of[t.patent], doc_ids[t.anchor], doc_ids[t.hard], doc_ids[t.soft], t.key.items)
     return SynthDataset(variant, seed, docs, synth_queries)
 
 

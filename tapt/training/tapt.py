@@ -201,7 +201,21 @@ def train(recipe: Recipe, *, run_test: bool = False, callbacks: list | None = No
     run.results_file.write_text(json.dumps({"summary": summary, "best_step": best_step,
                                             "history": history}, indent=2) + "\n",
                                 encoding="utf-8")
+    if recipe.tracking.backend == "wandb":
+        finish_wandb(summary)
     return result
+
+
+def finish_wandb(summary: dict[str, dict[str, float]]) -> None:
+    """Put the result table in the W&B run summary and close the run (flushes offline runs)."""
+    import wandb
+
+    if wandb.run is None:
+        return
+    for row, metrics in summary.items():
+        for key, value in metrics.items():
+            wandb.run.summary[f"{row.replace(' ', '_')}/{key}"] = value
+    wandb.finish()
 
 
 def trainer_class():

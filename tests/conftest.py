@@ -1,0 +1,90 @@
+"""Shared fixtures: tiny random models and a tiny BEIR folder, built once per session.
+
+Session fixtures (treat the folders as read-only; copy one with ``shutil.copytree`` before
+changing it):
+
+- ``tiny_texts``: ~60 formulation-style sentences (the tokenizers are trained on them).
+- ``tiny_bert_path``: SentenceTransformer folder, BERT 2x32, WordPiece, mean pooling,
+  Normalize; max_seq_length 128. Its path matches no family, so ``family=auto`` is
+  ``default``.
+- ``tiny_qwen3_path``: SentenceTransformer folder, Qwen3 2x64 (4 heads, 2 kv heads),
+  byte-level BPE ``Qwen2Tokenizer`` with ``<|endoftext|>`` as EOS/pad, left padding,
+  last-token pooling, Normalize. Its folder is named ``tiny-qwen3`` so ``family=auto``
+  selects the qwen3 preset. The saved tokenizer does NOT append EOS.
+- ``tiny_beir_path``: BEIR folder (``write_beir``): 40 passages with titles, 12 queries
+  (6 train, 3 dev, 3 test), each with an anchor (3), a hard (2) and a soft (1) negative.
+- ``minilm_path``: folder of the packaged all-MiniLM-L6-v2 (skips when not installed).
+
+The helpers behind them live in ``tests/tiny_models.py`` (``build_tiny_bert``,
+``build_tiny_qwen3``, ``build_tiny_beir``, ``minilm_path``) for tests that need a variant.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+# No network in tests: the Hub must never be contacted.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+import pytest
+
+TESTS_DIR = Path(__file__).resolve().parent
+if str(TESTS_DIR) not in sys.path:  # `import tiny_models` under any import mode
+    sys.path.insert(0, str(TESTS_DIR))
+
+import tiny_models
+
+SHARED_DATA = TESTS_DIR.parent.parent / "shared" / "data"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _offline_hub():
+    """Keep the Hub offline for the whole session (also for subprocesses started by tests)."""
+    previous = os.environ.get("HF_HUB_OFFLINE")
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    yield
+    if previous is None:
+        os.environ.pop("HF_HUB_OFFLINE", None)
+    else:
+        os.environ["HF_HUB_OFFLINE"] = previous
+
+
+@pytest.fixture(scope="session")
+def tiny_texts() -> list[str]:
+    return tiny_models.formulation_sentences()
+
+
+@pytest.fixture(scope="session")
+def tiny_bert_path(tmp_path_factory, tiny_texts) -> Path:
+    return tiny_models.build_tiny_bert(tmp_path_factory.mktemp("models") / "tiny-bert",
+                                       tiny_texts)
+
+
+@pytest.fixture(scope="session")
+def tiny_qwen3_path(tmp_path_factory, tiny_texts) -> Path:
+    return tiny_models.build_tiny_qwen3(tmp_path_factory.mktemp("models") / "tiny-qwen3",
+                                        tiny_texts)
+
+
+@pytest.fixture(scope="session")
+def tiny_beir_path(tmp_path_factory) -> Path:
+    return tiny_models.build_tiny_beir(tmp_path_factory.mktemp("data") / "tiny-beir")
+
+
+@pytest.fixture(scope="session")
+def minilm_path() -> Path:
+    return tiny_models.minilm_path()
+
+
+@pytest.fixture(scope="session")
+def cranfield_path() -> Path:
+    """The shared Cranfield BEIR folder; skips when this checkout has no shared data."""
+    folder = SHARED_DATA / "cranfield"
+    if not (folder / "corpus.jsonl").is_file():
+        pytest.skip(f"Cranfield data not found at {folder}")
+    return folder
