@@ -59,3 +59,17 @@ def test_two_process_training(make_recipe, tmp_path):
     single = json.loads(out.read_text())
     for key in METRIC_KEYS:
         assert single[key] == pytest.approx(in_loop[4][key], abs=1e-6), key
+
+
+@pytest.mark.slow
+def test_accelerate_launch_runs_the_cli_from_the_repository_root(make_recipe):
+    """``accelerate launch tapt train ...`` runs ``python tapt train ...`` from the root."""
+    recipe_file, output = make_recipe("launched", training={"max_steps": 2, "eval_steps": 2})
+    repo = Path(__file__).resolve().parents[2]
+    accelerate = Path(sys.executable).with_name("accelerate")
+    done = subprocess.run([str(accelerate), "launch", "--num_processes", "1", "tapt", "train",
+                           str(recipe_file)], cwd=repo, capture_output=True, text=True,
+                          env={**os.environ, "HF_HUB_OFFLINE": "1"}, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert (output / "final" / "model.safetensors").is_file()
+    assert "TAPT results" in done.stdout
