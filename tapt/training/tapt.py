@@ -175,23 +175,24 @@ def train(recipe: Recipe, *, run_test: bool = False, callbacks: list | None = No
                               evaluator=evaluator, callbacks=callbacks)
 
     zero_shot_test = None
-    if run_test and recipe.eval.zero_shot and resume_from is None and is_main_process():
+    if run_test and recipe.eval.zero_shot and resume_from is None:
         zero_shot_test = test_metrics(model, dataset, recipe)
 
     # 3. Train (the best checkpoint is loaded at the end).
     trainer.train(resume_from_checkpoint=resume_from)
     best_step = _checkpoint_step(trainer.state.best_model_checkpoint)
+    trained_test = test_metrics(model, dataset, recipe) if run_test else None
     history = read_history(run)
     result = TrainResult(run_dir=run.root, final_dir=None, history=history, best_step=best_step)
     if not is_main_process():
         return result
 
-    # 4. Summarise, evaluate on test, export.
+    # 4. Summarise and export.
     summary = summarize(history, best_step)
     if zero_shot_test is not None:
         summary["zero-shot test"] = zero_shot_test
-    if run_test:
-        summary["TAPT test"] = test_metrics(model, dataset, recipe)
+    if trained_test is not None:
+        summary["TAPT test"] = trained_test
     result.final_dir = run.final
     result.summary = summary
     from tapt.training.export import export_model
@@ -266,14 +267,26 @@ def summarize(history: list[dict], best_step: int | None) -> dict[str, dict[str,
     return summary
 
 
-def test_metrics(model, dataset: BeirDataset, recipe: Recipe) -> dict[str, float]:
-    """Test metrics of the trained model on the full corpus."""
+def test_metrics(model, dataset: BeirDataset, recipe: Recipe) -> dict[str, float] | None:
+    """Test metrics on the full corpus; call it on every rank.
+
+    Under DDP rank 0 evaluates while the other ranks serve its encode calls
+    (sentence-transformers' distributed evaluation), so a ~1M-passage test corpus is
+    encoded by all processes; rank 0 gets the metrics, the others None.
+    """
+    from sentence_transformers.util.distributed import distributed_evaluation
+
     from tapt.encoders.sentence import SentenceTransformerEncoder
     from tapt.retrieval.dense import DenseRetriever
     from tapt.retrieval.evaluate import evaluate
+    from tapt.retrieval.evaluator import world_size
 
-    retriever = DenseRetriever(SentenceTransformerEncoder(model, name=recipe.model.name),
-                               batch_size=recipe.eval.batch_size, top_k=recipe.eval.top_k)
-    report = evaluate(retriever, dataset, recipe.data.test_split,
-                      with_title=recipe.data.with_title)
-    return report.metrics
+    with distributed_evaluation(model) as runs_here:
+        if not runs_here:
+            return None
+        retriever = DenseRetriever(SentenceTransformerEncoder(model, name=recipe.model.name),
+                                   batch_size=recipe.eval.batch_size, top_k=recipe.eval.top_k,
+                                   chunk_size=recipe.eval.batch_size * world_size())
+        report = evaluate(retriever, dataset, recipe.data.test_split,
+                          with_title=recipe.data.with_title)
+        return report.metrics

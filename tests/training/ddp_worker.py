@@ -42,7 +42,8 @@ def recording_build_loss(model, settings):
 
 losses_module.build_loss = recording_build_loss
 
-result = train(load_recipe(recipe_path))
+result = train(load_recipe(recipe_path), run_test=True)
 record["final"] = str(result.final_dir) if result.final_dir else None
+record["summary"] = result.summary
 record_dir.mkdir(parents=True, exist_ok=True)
 (record_dir / f"rank{rank}.json").write_text(json.dumps(record))

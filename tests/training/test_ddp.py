@@ -60,6 +60,17 @@ def test_two_process_training(make_recipe, tmp_path):
     for key in METRIC_KEYS:
         assert single[key] == pytest.approx(in_loop[4][key], abs=1e-6), key
 
+    # Test metrics (both ranks encoding the full corpus) == single-process eval of final/.
+    summary = ranks[0]["summary"]
+    assert {"zero-shot test", "TAPT test"} <= set(summary) and ranks[1]["summary"] == {}
+    out = tmp_path / "test.json"
+    assert main(["eval", "--model", str(output / "final"), "--data", recipe.data.path,
+                 "--split", "test", "--batch-size", str(recipe.eval.batch_size),
+                 "--output", str(out), "--quiet"]) == 0
+    single = json.loads(out.read_text())
+    for key in METRIC_KEYS:
+        assert single[key] == pytest.approx(summary["TAPT test"][key], abs=1e-6), key
+
 
 @pytest.mark.slow
 def test_accelerate_launch_runs_the_cli_from_the_repository_root(make_recipe):
