@@ -16,6 +16,19 @@ from tapt.retrieval.metrics import score_run
 
 __version__ = "0.1.0"
 
-__all__ = ["BeirDataset", "DataError", "DenseRetriever", "Encoder", "EvalReport", "ModelSpec",
-           "Passage", "SentenceTransformerEncoder", "evaluate", "load_beir_folder", "load_data",
-           "load_sentence_transformer", "score_run", "__version__"]
+__all__ = [
+           "BeirDataset",
+           "DataError",
+           "DenseRetriever",
+           "Encoder",
+           "EvalReport",
+           "ModelSpec",
+           "Passage",
+           "SentenceTransformerEncoder",
+           "__version__",
+           "evaluate",
+           "load_beir_folder",
+           "load_data",
+           "load_sentence_transformer",
+           "score_run",
+]

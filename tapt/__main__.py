@@ -14,7 +14,7 @@ if not __package__:
         sys.path.pop(0)
     sys.path.insert(0, os.path.dirname(_here))
 
-from tapt.cli import main  # noqa: E402
+from tapt.cli import main
 
 if __name__ == "__main__":
     sys.exit(main())

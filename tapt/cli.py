@@ -179,8 +179,12 @@ def cmd_data(args: argparse.Namespace) -> int:
                       f"{len(dataset.queries):,} queries, splits "
                       + ", ".join(f"{s} ({len(q):,})" for s, q in dataset.qrels.items()))
         return 0
-    from tapt.data.stats import (length_percentiles, tier_counts, tokenizer_counter,
-                                 whitespace_counter)
+    from tapt.data.stats import (
+        length_percentiles,
+        tier_counts,
+        tokenizer_counter,
+        whitespace_counter,
+    )
 
     counts = tier_counts(dataset)
     columns = sorted({key for row in counts.values() for key in row}, key=_column_order)

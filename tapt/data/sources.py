@@ -12,8 +12,16 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
-from tapt.data.beir import (ANCHOR, SPLITS, BeirDataset, DataError, load_beir_folder,
-                            parse_corpus, parse_queries, read_qrels)
+from tapt.data.beir import (
+    ANCHOR,
+    SPLITS,
+    BeirDataset,
+    DataError,
+    load_beir_folder,
+    parse_corpus,
+    parse_queries,
+    read_qrels,
+)
 
 FORMBENCH_REPO = "vinven7/FormBench"
 HUB_ID = re.compile(r"[\w.-]+/[\w.-]+")

@@ -89,7 +89,7 @@ def ensure_eos_appended(tokenizer) -> bool:
             pass
         if tokenizer("probe")["input_ids"][-1] == eos_id:
             return True
-    backend = getattr(tokenizer, "backend_tokenizer", None) or getattr(tokenizer, "_tokenizer")
+    backend = getattr(tokenizer, "backend_tokenizer", None) or tokenizer._tokenizer
     backend.post_processor = TemplateProcessing(single=f"$A:0 {eos}:0",
                                                 pair=f"$A:0 {eos}:0 $B:1 {eos}:1",
                                                 special_tokens=[(eos, eos_id)])

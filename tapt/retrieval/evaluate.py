@@ -52,8 +52,7 @@ class EvalReport:
         with Path(path).open("w", encoding="utf-8") as handle:
             for query_id, docs in self.run.items():
                 ranked = sorted(docs.items(), key=lambda item: (item[1], item[0]), reverse=True)
-                for position, (doc_id, score) in enumerate(ranked, start=1):
-                    handle.write(f"{query_id} Q0 {doc_id} {position} {score!r} {tag}\n")
+                handle.writelines(f"{query_id} Q0 {doc_id} {position} {score!r} {tag}\n" for position, (doc_id, score) in enumerate(ranked, start=1))
 
 
 def split_queries(dataset: BeirDataset, split: str) -> tuple[list[str], list[str]]:
@@ -104,5 +103,11 @@ def timings_table(timings: dict[str, float], title: str = "Timings"):
     return table
 
 
-__all__ = ["EvalReport", "Retriever", "evaluate", "metrics_table", "timings_table",
-           "split_queries"]
+__all__ = [
+    "EvalReport",
+    "Retriever",
+    "evaluate",
+    "metrics_table",
+    "split_queries",
+    "timings_table",
+]

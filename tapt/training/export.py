@@ -18,6 +18,21 @@ from tapt.training.lora import merge_lora
 LICENSE_ID = "apache-2.0"
 
 
+HOW_TO_LOAD = """### How to load
+
+```python
+from sentence_transformers import SentenceTransformer
+
+model = SentenceTransformer("PATH_OR_REPO_ID")
+queries = model.encode_query(["Which binder does the primer use?"])  # stored query prompt
+passages = model.encode_document(["The primer comprises a polyvinyl acetate binder ..."])
+scores = model.similarity(queries, passages)
+```
+
+Evaluate it with `tapt eval --model PATH --data DATA --split test`.
+"""
+
+
 def apache_license_text() -> str:
     return (importlib.resources.files("tapt") / "resources" / "apache-2.0.txt").read_text(
         encoding="utf-8")
@@ -100,13 +115,7 @@ def tapt_card_section(recipe: Recipe, history: list[dict], summary: dict[str, di
         lines += [f"| {e['step']} | " + " | ".join(f"{e[k]:.4f}" for k in METRIC_KEYS) + " |"
                   for e in history]
         lines.append("")
-    lines += ["### How to load", "", "```python", "from sentence_transformers import "
-              "SentenceTransformer", "", 'model = SentenceTransformer("PATH_OR_REPO_ID")',
-              'queries = model.encode_query(["Which binder does the primer use?"])  '
-              "# applies the stored query prompt",
-              'passages = model.encode_document(["The primer comprises a polyvinyl acetate '
-              'binder ..."])', "scores = model.similarity(queries, passages)", "```", "",
-              "Evaluate it with `tapt eval --model PATH --data DATA --split test`.", ""]
+    lines.append(HOW_TO_LOAD)
     return "\n".join(lines)
 
 

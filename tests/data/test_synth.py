@@ -15,8 +15,15 @@ from pathlib import Path
 import pytest
 
 from tapt.data.beir import ANCHOR, HARD_NEGATIVE, SOFT_NEGATIVE, SPLITS, load_beir_folder
-from tapt.data.synth import (DOMAINS, MODES, ROLE_SYNONYMS, Formulation, SynthDataset, build,
-                             synthesize)
+from tapt.data.synth import (
+    DOMAINS,
+    MODES,
+    ROLE_SYNONYMS,
+    Formulation,
+    SynthDataset,
+    build,
+    synthesize,
+)
 
 QUERIES = 300
 DISTRACTORS = 600

@@ -30,7 +30,7 @@ def test_two_process_training(make_recipe, tmp_path):
     done = subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
          "--master_port", "29533", str(WORKER), str(recipe_file), str(records)],
-        env=env, capture_output=True, text=True, timeout=600)
+        env=env, capture_output=True, text=True, timeout=600, check=False)
     assert done.returncode == 0, done.stderr[-4000:]
     ranks = [json.loads((records / f"rank{r}.json").read_text()) for r in (0, 1)]
     assert [r["world_size"] for r in ranks] == [2, 2]
@@ -80,7 +80,8 @@ def test_accelerate_launch_runs_the_cli_from_the_repository_root(make_recipe):
     accelerate = Path(sys.executable).with_name("accelerate")
     done = subprocess.run([str(accelerate), "launch", "--num_processes", "1", "tapt", "train",
                            str(recipe_file)], cwd=repo, capture_output=True, text=True,
-                          env={**os.environ, "HF_HUB_OFFLINE": "1"}, timeout=600)
+                          env={**os.environ, "HF_HUB_OFFLINE": "1"}, timeout=600,
+                          check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     assert (output / "final" / "model.safetensors").is_file()
     assert "TAPT results" in done.stdout

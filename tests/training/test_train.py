@@ -93,8 +93,8 @@ def test_export_is_an_apache_licensed_sentence_transformer(make_recipe, tiny_qwe
 
 @pytest.mark.parametrize("loss", ["matryoshka", "cached_mnrl"])
 def test_other_losses_train(make_recipe, loss, tmp_path):
-    recipe_file, output = make_recipe(loss, loss={"name": loss, "matryoshka_dims": [32, 16, 8],
-                                                  "mini_batch_size": 4},
+    recipe_file, _ = make_recipe(loss, loss={"name": loss, "matryoshka_dims": [32, 16, 8],
+                                             "mini_batch_size": 4},
                                       training={"max_steps": 2})
     result = train(load_recipe(recipe_file))
     assert (result.final_dir / "model.safetensors").is_file()
