@@ -55,9 +55,10 @@ def load_data(source: str | os.PathLike, config: str | None = None,
                                   f"'{config}' here and the folder is not named so")
         return load_beir_folder(folder, splits, require_anchor=require_anchor,
                                 anchor_score=anchor_score, allow_empty=allow_empty)
-    if path.exists() or not HUB_ID.fullmatch(str(source)):
+    if path.exists() or not HUB_ID.fullmatch(str(source)) or not config:
         raise DataError(source, "no such folder (expected a BEIR folder with corpus.jsonl, "
-                                "queries.jsonl and qrels/, or a Hub id like vinven7/FormBench)")
+                                "queries.jsonl and qrels/); a Hub dataset needs a config, e.g. "
+                                "vinven7/FormBench with config structured")
     return load_hub(str(source), config, splits, revision=revision,
                     require_anchor=require_anchor, anchor_score=anchor_score,
                     allow_empty=allow_empty)

@@ -94,4 +94,6 @@ def prepare_run_dir(recipe: Recipe) -> tuple[RunDir, str | None]:
 def write_recipe(run: RunDir, recipe: Recipe) -> None:
     """Record the resolved recipe (it holds no secrets: tokens come from the environment)."""
     run.root.mkdir(parents=True, exist_ok=True)
-    run.recipe_file.write_text(recipe_to_yaml(recipe), encoding="utf-8")
+    partial = run.recipe_file.with_suffix(".yaml.tmp")
+    partial.write_text(recipe_to_yaml(recipe), encoding="utf-8")
+    partial.replace(run.recipe_file)  # atomic: other ranks never read half a recipe
