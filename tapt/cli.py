@@ -253,7 +253,14 @@ COMMANDS = {"data": cmd_data, "eval": cmd_eval, "bm25": cmd_bm25, "train": cmd_t
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    # argparse stops filling the overrides at the first option; accept key=value after it.
+    if extra and args.command == "train" and all("=" in e and not e.startswith("-")
+                                                 for e in extra):
+        args.overrides += extra
+    elif extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     from rich.logging import RichHandler
 
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,

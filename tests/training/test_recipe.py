@@ -132,3 +132,23 @@ def test_validate_command_fails_and_names_the_key(tmp_path, capsys):
 
 def test_trust_remote_code_is_off_by_default(tmp_path):
     assert load_recipe(_write(tmp_path, BASE)).model.trust_remote_code is False
+
+
+def test_train_accepts_overrides_before_and_after_options(monkeypatch, tmp_path):
+    seen = {}
+
+    def fake_train(recipe, run_test=False, callbacks=None):
+        seen["recipe"], seen["test"] = recipe, run_test
+        raise SystemExit(0)
+
+    monkeypatch.setattr("tapt.training.tapt.train", fake_train)
+    path = _write(tmp_path, BASE)
+    for argv in (["train", str(path), "training.epochs=2", "--test", "output_dir=x"],
+                 ["train", str(path), "--test", "training.epochs=2", "output_dir=x"]):
+        with pytest.raises(SystemExit):
+            main(argv)
+        assert seen["test"] is True
+        assert (seen["recipe"].training.epochs, seen["recipe"].output_dir) == (2, "x")
+    with pytest.raises(SystemExit) as err:
+        main(["train", str(path), "--tset"])
+    assert err.value.code == 2
