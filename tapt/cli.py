@@ -169,8 +169,19 @@ def cmd_data(args: argparse.Namespace) -> int:
 
         summary = synthesize(args.out, queries=args.queries, distractors=args.distractors,
                              variant=args.variant, seed=args.seed)
-        console.print(f"wrote {args.out}")
-        console.print(summary)
+        table = Table(title=f"wrote {args.out} ({summary.variant}, seed {summary.seed})")
+        table.add_column("what")
+        table.add_column("value", justify="right")
+        for label, counts in (("queries per split", summary.queries_per_split),
+                              ("queries per mode", summary.queries_per_mode),
+                              ("passages per kind", summary.passages_per_kind)):
+            table.add_row(label, ", ".join(f"{k} {v:,}" for k, v in counts.items()))
+        table.add_row("corpus size", f"{summary.corpus_size:,}")
+        table.add_row("mean Jaccard: hard / soft negative",
+                      f"{summary.mean_hard_jaccard:.3f} / {summary.mean_soft_jaccard:.3f}")
+        table.add_row("hard negatives reusing a chemical in another role",
+                      f"{summary.role_swap_share:.1%}")
+        console.print(table)
         return 0
     dataset = load_beir_folder(args.folder, args.splits, require_anchor=not args.lenient,
                                allow_empty=args.lenient)
