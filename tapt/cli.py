@@ -16,6 +16,13 @@ console = Console()
 logger = logging.getLogger("tapt")
 
 
+def positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
 def _add_data_args(parser: argparse.ArgumentParser, split_default: str = "test") -> None:
     parser.add_argument("--data", required=True,
                         help="local BEIR folder, or a Hub dataset id such as vinven7/FormBench")
@@ -34,7 +41,8 @@ def _add_data_args(parser: argparse.ArgumentParser, split_default: str = "test")
     group.add_argument("--fraction", type=float, default=None,
                        help="sub-corpus: judged passages plus this fraction of distractors")
     parser.add_argument("--seed", type=int, default=0, help="seed of the sub-corpus sample")
-    parser.add_argument("--top-k", type=int, default=100)
+    parser.add_argument("--top-k", type=positive_int, default=100,
+                        help="passages retrieved per query (recall@100 needs at least 100)")
     parser.add_argument("--output", type=Path, default=None, help="write metrics as JSON")
     parser.add_argument("--run", type=Path, default=None, help="write the TREC run file")
     parser.add_argument("--overwrite", action="store_true",
@@ -111,6 +119,9 @@ def _run_retrieval(args: argparse.Namespace, make_retriever) -> int:
     from tapt.retrieval.evaluate import evaluate, metrics_table, timings_table
 
     _check_outputs(args)
+    if args.top_k < 100:
+        logger.warning("--top-k %d: recall@100 only counts the top %d passages", args.top_k,
+                       args.top_k)
     dataset = load_data(args.data, args.config, [args.split], revision=args.revision,
                         require_anchor=not args.lenient, allow_empty=args.lenient)
     corpus_ids = subcorpus_ids(dataset, args.split, distractors=args.distractors,
@@ -280,7 +291,7 @@ def main(argv: list[str] | None = None) -> int:
     logger.setLevel(logging.DEBUG if args.verbose else logging.INFO)
     try:
         return COMMANDS[args.command](args)
-    except (DataError, FileExistsError, FileNotFoundError, ValueError) as err:
+    except (DataError, OSError, ValueError) as err:
         console.print(f"[red]error:[/red] {escape(str(err))}", highlight=False)
         return 2
 

@@ -95,7 +95,7 @@ class TrainingSettings(Section):
     learning_rate: float = Field(2e-5, gt=0)
     scheduler: Literal["linear", "cosine", "constant", "constant_with_warmup",
                        "cosine_with_restarts", "polynomial"] = "linear"
-    warmup_ratio: float = Field(0.1, ge=0, le=1)
+    warmup_ratio: float = Field(0.1, ge=0, lt=1)
     weight_decay: float = Field(0.0, ge=0)
     per_device_batch_size: int = Field(32, gt=0)
     gradient_accumulation_steps: int = Field(1, gt=0)
@@ -127,6 +127,8 @@ class TrackingSettings(Section):
 
 
 class HubSettings(Section):
+    """Where the exported model will be pushed (the push command comes in a later release)."""
+
     repo_id: str | None = None
     private: bool = True
 
@@ -140,10 +142,6 @@ class Recipe(Section):
     tracking: TrackingSettings = TrackingSettings()
     output_dir: str
     hub: HubSettings = HubSettings()
-
-    @property
-    def metric_key(self) -> str:
-        return self.eval.metric
 
 
 class RecipeError(ValueError):

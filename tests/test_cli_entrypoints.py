@@ -56,10 +56,13 @@ def dataset(tmp_path_factory) -> Path:
     }
     queries = {"q1": "Which binder does the epoxy primer use?",
                "q2": "What cures the polyurethane sealant?",
-               "q3": "Which resin makes the coating resist heat?"}
+               "q3": "Which resin makes the coating resist heat?",
+               "q4": "Which binder holds the epoxy primer together?",
+               "q5": "Which hardener does the polyurethane sealant use?"}
     test = {"q1": {"d1": 3, "d2": 2, "d6": 1}, "q2": {"d3": 3, "d4": 2},
             "q3": {"d5": 3, "d4": 2, "d2": 1}}
-    qrels = {"train": {"q1": {"d1": 3, "d2": 2}}, "dev": {"q2": {"d3": 3, "d4": 2}},
+    # the splits share no query (tapt refuses a query judged in two splits)
+    qrels = {"train": {"q4": {"d1": 3, "d2": 2}}, "dev": {"q5": {"d3": 3, "d4": 2}},
              "test": test}
     return write_beir(tmp_path_factory.mktemp("cli") / "tiny", corpus, queries, qrels)
 

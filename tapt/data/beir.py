@@ -246,10 +246,26 @@ def load_beir_folder(folder: str | os.PathLike, splits: Iterable[str] = SPLITS, 
         raise DataError(folder, "not a folder (expected corpus.jsonl, queries.jsonl, qrels/)")
     corpus = read_corpus(folder / "corpus.jsonl", allow_empty=allow_empty)
     queries = read_queries(folder / "queries.jsonl")
-    qrels = {split: read_qrels(folder / "qrels" / f"{split}.tsv", corpus, queries,
-                               require_anchor=require_anchor, anchor_score=anchor_score)
-             for split in splits}
+    files = {split: folder / "qrels" / f"{split}.tsv" for split in splits}
+    qrels = {split: read_qrels(path, corpus, queries, require_anchor=require_anchor,
+                               anchor_score=anchor_score) for split, path in files.items()}
+    check_disjoint_splits(qrels, files)
     return BeirDataset(corpus=corpus, queries=queries, qrels=qrels, source=str(folder))
+
+
+def check_disjoint_splits(qrels: dict[str, Qrels], files: dict[str, str | os.PathLike]) -> None:
+    """No query may be judged in two splits (training on dev or test queries leaks)."""
+    owner: dict[str, str] = {}
+    for split, judged in qrels.items():
+        for query_id in judged:
+            if query_id in owner:
+                path = Path(files[split])
+                line = next((number for number, text in _decoded_lines(path)
+                             if text.split("\t", 1)[0].strip() == query_id), None)
+                raise DataError(path, f"query '{query_id}' is also judged in split "
+                                      f"'{owner[query_id]}' ({files[owner[query_id]]})",
+                                line, "query-id")
+            owner[query_id] = split
 
 
 def write_beir(folder: str | os.PathLike, corpus: dict[str, Passage], queries: dict[str, str],

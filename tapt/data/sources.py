@@ -17,6 +17,7 @@ from tapt.data.beir import (
     SPLITS,
     BeirDataset,
     DataError,
+    check_disjoint_splits,
     load_beir_folder,
     parse_corpus,
     parse_queries,
@@ -89,6 +90,7 @@ def load_hub(repo_id: str, config: str | None, splits: Iterable[str] = SPLITS, *
     qrels = {split: read_qrels(qrel_files[split], corpus, queries,
                                require_anchor=require_anchor, anchor_score=anchor_score)
              for split in splits}
+    check_disjoint_splits(qrels, qrel_files)
     return BeirDataset(corpus=corpus, queries=queries, qrels=qrels, source=label)
 
 

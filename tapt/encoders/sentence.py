@@ -47,9 +47,16 @@ class SentenceTransformerEncoder(Encoder):
     def encode_corpus(self, texts: Sequence[str], batch_size: int = 32) -> np.ndarray:
         return self._encode(self.model.encode_document, texts, batch_size)
 
-    def count_tokens(self, texts: Sequence[str]) -> int:
+    def count_tokens(self, texts: Sequence[str], batch_size: int = 1024) -> int:
+        """Tokens after truncation, counted batch by batch (a 1M-passage corpus at once
+        would hold every token id in memory)."""
         tokenizer = self.model.tokenizer
         limit = self.model.max_seq_length
         prompt = self.model.prompts.get("document", "")
-        encoded = tokenizer([prompt + text for text in texts], truncation=True, max_length=limit)
-        return sum(len(ids) for ids in encoded["input_ids"])
+        total = 0
+        for start in range(0, len(texts), batch_size):
+            batch = [prompt + text for text in texts[start:start + batch_size]]
+            encoded = tokenizer(batch, truncation=True, max_length=limit,
+                                return_attention_mask=False)
+            total += sum(len(ids) for ids in encoded["input_ids"])
+        return total

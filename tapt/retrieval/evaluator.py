@@ -19,6 +19,7 @@ import time
 from collections.abc import Sequence
 
 from sentence_transformers.base.evaluation import BaseEvaluator
+from sentence_transformers.util.distributed import get_world_size
 
 from tapt.data.beir import BeirDataset
 from tapt.encoders.base import TruncatedEncoder
@@ -30,12 +31,6 @@ from tapt.retrieval.metrics import METRIC_KEYS
 logger = logging.getLogger(__name__)
 
 
-def world_size() -> int:
-    import torch.distributed as dist
-
-    return dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
-
-
 class RetrievalEvaluator(BaseEvaluator):
     """Evaluate a SentenceTransformer on one split of a BEIR dataset.
 
@@ -44,7 +39,8 @@ class RetrievalEvaluator(BaseEvaluator):
         split: Which split's queries and judgments to use (``dev`` in training).
         corpus_ids: The passages to rank (e.g. :func:`tapt.data.subcorpus.subcorpus_ids`).
         metric: The primary metric, used to pick the best checkpoint.
-        metrics_file: If given, every evaluation appends a JSON line here (rank 0 only).
+        metrics_file: If given, every evaluation appends a JSON line here (give it on one
+            rank only; the trainer runs the evaluator on rank 0 under DDP).
         truncate_dim: Evaluate embeddings truncated to this width (Matryoshka).
 
     Example::
@@ -82,7 +78,7 @@ class RetrievalEvaluator(BaseEvaluator):
             encoder = TruncatedEncoder(encoder, self.truncate_dim)
         # One encode call per round hands each rank one batch (see the module docstring).
         retriever = DenseRetriever(encoder, batch_size=self.batch_size, top_k=self.top_k,
-                                   progress=False, chunk_size=self.batch_size * world_size())
+                                   progress=False, chunk_size=self.batch_size * get_world_size())
         report = evaluate(retriever, self.dataset, self.split, corpus_ids=self.corpus_ids,
                           with_title=self.with_title)
         seconds = time.perf_counter() - start

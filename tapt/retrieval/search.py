@@ -21,7 +21,9 @@ class ExactIndex:
 
     Rows are added in any order; ``search`` returns positions in insertion order, which
     the caller maps back to its ids. With ``normalize`` every vector is L2-normalised,
-    so scores are cosine similarities. On GPU the index is sharded across all devices.
+    so scores are cosine similarities. Rows collect in a CPU ``IndexFlatIP``; with GPUs,
+    the filled index is copied once to all of them, sharded, before searching (faiss's
+    sharded GPU index accepts ``add`` only once, so it cannot be filled batch by batch).
     """
 
     def __init__(self, dim: int, *, normalize: bool = True, use_gpu: bool | None = None) -> None:
@@ -29,13 +31,8 @@ class ExactIndex:
         self.normalize = normalize
         ngpu = gpu_count()
         self.on_gpu = bool(ngpu) if use_gpu is None else (use_gpu and ngpu > 0)
-        index = faiss.IndexFlatIP(dim)
-        if self.on_gpu:
-            options = faiss.GpuMultipleClonerOptions()
-            options.shard = True
-            index = faiss.index_cpu_to_all_gpus(index, co=options)
-            logger.info("FAISS index sharded across %d GPUs", ngpu)
-        self.index = index
+        self.index = faiss.IndexFlatIP(dim)
+        self._gpu_index = None
 
     @property
     def size(self) -> int:
@@ -53,10 +50,23 @@ class ExactIndex:
     def add(self, vectors: np.ndarray) -> None:
         """Append rows to the index."""
         self.index.add(self._prepare(vectors))
+        self._gpu_index = None
+
+    def _searcher(self):
+        if not self.on_gpu:
+            return self.index
+        if self._gpu_index is None:
+            options = faiss.GpuMultipleClonerOptions()
+            options.shard = True
+            self._gpu_index = faiss.index_cpu_to_all_gpus(self.index, co=options)
+            logger.info("FAISS index (%d rows) sharded across %d GPUs", self.size, gpu_count())
+        return self._gpu_index
 
     def search(self, queries: np.ndarray, top_k: int = 100) -> tuple[np.ndarray, np.ndarray]:
         """Exact top-``top_k``: ``(scores, positions)``, each ``(n_queries, k)``; -1 pads."""
+        if top_k < 1:
+            raise ValueError(f"top_k must be at least 1, got {top_k}")
         k = min(top_k, self.size)
         if k == 0:
             raise ValueError("the index is empty")
-        return self.index.search(self._prepare(queries), k)
+        return self._searcher().search(self._prepare(queries), k)

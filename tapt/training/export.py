@@ -16,6 +16,7 @@ from tapt.retrieval.metrics import METRIC_KEYS
 from tapt.training.lora import merge_lora
 
 LICENSE_ID = "apache-2.0"
+CARD_SECTION_MARKER = "## Task-adaptive training with tapt"
 
 
 HOW_TO_LOAD = """### How to load
@@ -86,7 +87,7 @@ def _metrics_rows(rows: dict[str, dict[str, float]]) -> str:
 def tapt_card_section(recipe: Recipe, history: list[dict], summary: dict[str, dict[str, float]],
                       best_step: int | None, curve: Path | None) -> str:
     """Markdown appended to the model card."""
-    lines = ["", "## Task-adaptive training with tapt", "",
+    lines = ["", CARD_SECTION_MARKER, "",
              f"Trained with tapt (`{recipe.loss.name}` loss) on "
              f"`{_data_name(recipe)}` ({recipe.data.train_split} split: query, anchor, "
              "hard negative), best checkpoint chosen on "
@@ -119,20 +120,26 @@ def tapt_card_section(recipe: Recipe, history: list[dict], summary: dict[str, di
     return "\n".join(lines)
 
 
-def export_model(model, folder: Path, recipe: Recipe, *, history: list[dict],
-                 summary: dict[str, dict[str, float]], best_step: int | None) -> Path:
-    """Write ``folder``: merged weights (safetensors), prompts, LICENSE, card, dev curve."""
+def save_model(model, folder: Path, recipe: Recipe) -> Path:
+    """Write ``folder``: merged weights (safetensors), prompts, tokenizer, LICENSE and
+    sentence-transformers' model card (``write_card`` adds tapt's section)."""
     if recipe.model.lora.enabled:
         merge_lora(model)
     folder.mkdir(parents=True, exist_ok=False)
     set_card_metadata(model, recipe)
     model.save(str(folder), safe_serialization=True)
     (folder / "LICENSE").write_text(apache_license_text(), encoding="utf-8")
+    return folder
+
+
+def write_card(folder: Path, recipe: Recipe, *, history: list[dict],
+               summary: dict[str, dict[str, float]], best_step: int | None) -> None:
+    """Add (or replace) tapt's section of the model card, the dev curve and the results."""
     curve = plot_dev_curve(history, recipe.eval.metric, folder / "dev_curve.png")
     card = folder / "README.md"
     text = card.read_text(encoding="utf-8") if card.exists() else "---\nlicense: apache-2.0\n---\n"
+    text = text.split(CARD_SECTION_MARKER, 1)[0].rstrip("\n") + "\n"
     card.write_text(text + tapt_card_section(recipe, history, summary, best_step, curve),
                     encoding="utf-8")
     (folder / "tapt_results.json").write_text(json.dumps(summary, indent=2) + "\n",
                                               encoding="utf-8")
-    return folder

@@ -47,9 +47,15 @@ class RunDir:
         return self.root / "results.json"
 
     def last_checkpoint(self) -> str | None:
-        from transformers.trainer_utils import get_last_checkpoint
-
-        return get_last_checkpoint(str(self.checkpoints)) if self.checkpoints.is_dir() else None
+        """The newest complete checkpoint (one killed mid-save lacks trainer_state.json)."""
+        if not self.checkpoints.is_dir():
+            return None
+        complete = [path for path in self.checkpoints.glob("checkpoint-*")
+                    if path.name.rsplit("-", 1)[-1].isdigit()
+                    and (path / "trainer_state.json").is_file()]
+        if not complete:
+            return None
+        return str(max(complete, key=lambda path: int(path.name.rsplit("-", 1)[-1])))
 
 
 def _differences(old: dict, new: dict, prefix: str = "") -> list[str]:
@@ -86,7 +92,8 @@ def prepare_run_dir(recipe: Recipe) -> tuple[RunDir, str | None]:
                               + "\nchoose another output_dir (override: output_dir=...)")
         if run.final.is_dir():
             raise RecipeError(f"output_dir {run.root} holds a finished run ({run.final}); "
-                              "choose another output_dir to train again")
+                              "choose another output_dir to train again, or evaluate it with "
+                              f"tapt eval --model {run.final} --data ... --split test")
         return run, run.last_checkpoint()
     return run, None
 

@@ -70,13 +70,27 @@ def check_recipe(recipe: Recipe) -> None:
         raise RecipeError(f"training.save_steps ({save_steps}) must be a multiple of "
                           f"training.eval_steps ({training.eval_steps}) to keep the best "
                           "checkpoint")
-    if recipe.model.lora.enabled and recipe.loss.name == "cached_mnrl" and \
-            training.gradient_checkpointing:
-        raise RecipeError("loss.name=cached_mnrl already trades compute for memory; turn "
-                          "training.gradient_checkpointing off")
+    splits = (recipe.data.train_split, recipe.data.dev_split, recipe.data.test_split)
+    if len(set(splits)) != 3:
+        raise RecipeError(f"data.train_split, data.dev_split and data.test_split must differ "
+                          f"(got {', '.join(splits)}): the best checkpoint and the test "
+                          "metrics would be measured on training queries")
 
 
-def training_arguments(recipe: Recipe, run: RunDir, resuming: bool):
+def column_prompts(model) -> dict[str, str]:
+    """The model's query/document prompts per training column, as the data collator wants.
+
+    sentence-transformers' trainer ignores ``model.prompts``: without this, Qwen3 would
+    train on bare queries but be evaluated (and used) with its instruction.
+    """
+    query, document = model.prompts.get("query", ""), model.prompts.get("document", "")
+    columns = {"query": query, "positive": document, "negative": document,
+               "soft_negative": document}
+    return {column: prompt for column, prompt in columns.items() if prompt}
+
+
+def training_arguments(recipe: Recipe, run: RunDir, resuming: bool,
+                       prompts: dict[str, str] | None = None):
     from sentence_transformers import SentenceTransformerTrainingArguments
     from sentence_transformers.base.sampler import BatchSamplers
 
@@ -111,6 +125,7 @@ def training_arguments(recipe: Recipe, run: RunDir, resuming: bool):
         logging_steps=t.logging_steps,
         logging_first_step=True,
         batch_sampler=BatchSamplers.NO_DUPLICATES,
+        prompts=prompts or None,
         **({"gradient_checkpointing": True} if t.gradient_checkpointing else {}),
         dataloader_num_workers=t.dataloader_workers,
         report_to=report_to,
@@ -155,7 +170,10 @@ def train(recipe: Recipe, *, run_test: bool = False, callbacks: list | None = No
     if resume_from:
         logger.info("resuming from %s", resume_from)
 
-    # 2. Set up model, loss and evaluator.
+    # 2. Set up model, loss and evaluator (seeded first: LoRA and heads initialise randomly).
+    from transformers import set_seed
+
+    set_seed(recipe.training.seed)
     model = load_sentence_transformer(model_spec(recipe))
     if recipe.model.lora.enabled:
         from tapt.training.lora import add_lora
@@ -170,7 +188,8 @@ def train(recipe: Recipe, *, run_test: bool = False, callbacks: list | None = No
         batch_size=recipe.eval.batch_size, top_k=recipe.eval.top_k,
         with_title=recipe.data.with_title,
         metrics_file=str(run.metrics_file) if is_main_process() else None)
-    args = training_arguments(recipe, run, resuming=resume_from is not None)
+    args = training_arguments(recipe, run, resuming=resume_from is not None,
+                              prompts=column_prompts(model))
     trainer = trainer_class()(model=model, args=args, train_dataset=train_rows, loss=loss,
                               evaluator=evaluator, callbacks=callbacks)
 
@@ -181,24 +200,25 @@ def train(recipe: Recipe, *, run_test: bool = False, callbacks: list | None = No
     # 3. Train (the best checkpoint is loaded at the end).
     trainer.train(resume_from_checkpoint=resume_from)
     best_step = _checkpoint_step(trainer.state.best_model_checkpoint)
-    trained_test = test_metrics(model, dataset, recipe) if run_test else None
     history = read_history(run)
     result = TrainResult(run_dir=run.root, final_dir=None, history=history, best_step=best_step)
+
+    # 4. Export first (a failing test evaluation must not cost the model), then test.
+    from tapt.training.export import save_model, write_card
+
+    if is_main_process():
+        save_model(model, run.final, recipe)
+        result.final_dir = run.final
+    trained_test = test_metrics(model, dataset, recipe) if run_test else None
     if not is_main_process():
         return result
-
-    # 4. Summarise and export.
     summary = summarize(history, best_step)
     if zero_shot_test is not None:
         summary["zero-shot test"] = zero_shot_test
     if trained_test is not None:
         summary["TAPT test"] = trained_test
-    result.final_dir = run.final
     result.summary = summary
-    from tapt.training.export import export_model
-
-    export_model(model, run.final, recipe, history=history, summary=summary,
-                 best_step=best_step)
+    write_card(run.final, recipe, history=history, summary=summary, best_step=best_step)
     run.results_file.write_text(json.dumps({"summary": summary, "best_step": best_step,
                                             "history": history}, indent=2) + "\n",
                                 encoding="utf-8")
@@ -274,19 +294,18 @@ def test_metrics(model, dataset: BeirDataset, recipe: Recipe) -> dict[str, float
     (sentence-transformers' distributed evaluation), so a ~1M-passage test corpus is
     encoded by all processes; rank 0 gets the metrics, the others None.
     """
-    from sentence_transformers.util.distributed import distributed_evaluation
+    from sentence_transformers.util.distributed import distributed_evaluation, get_world_size
 
     from tapt.encoders.sentence import SentenceTransformerEncoder
     from tapt.retrieval.dense import DenseRetriever
     from tapt.retrieval.evaluate import evaluate
-    from tapt.retrieval.evaluator import world_size
 
     with distributed_evaluation(model) as runs_here:
         if not runs_here:
             return None
         retriever = DenseRetriever(SentenceTransformerEncoder(model, name=recipe.model.name),
                                    batch_size=recipe.eval.batch_size, top_k=recipe.eval.top_k,
-                                   chunk_size=recipe.eval.batch_size * world_size())
+                                   chunk_size=recipe.eval.batch_size * get_world_size())
         report = evaluate(retriever, dataset, recipe.data.test_split,
                           with_title=recipe.data.with_title)
         return report.metrics

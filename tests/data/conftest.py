@@ -1,7 +1,8 @@
 """Small BEIR datasets shared by the tests under tests/data.
 
-The tiny dataset: 6 titled passages, 3 queries, qrels for train/dev/test graded
-3 (anchor) / 2 (hard negative) / 1 (soft negative).
+The tiny dataset: 6 titled passages, 6 queries, qrels for train (q1, q2), dev (q3) and
+test (q4, q5, q6) graded 3 (anchor) / 2 (hard negative) / 1 (soft negative); no query is
+judged in two splits.
 """
 
 from __future__ import annotations
@@ -41,6 +42,9 @@ def tiny_queries() -> dict[str, str]:
         "q1": "Which binder does the epoxy primer use?",
         "q2": "What hardener cures the polyurethane sealant?",
         "q3": "Which resin gives the silicone coating its heat resistance?",
+        "q4": "Which binder holds the epoxy primer together?",
+        "q5": "Which curing agent hardens the polyurethane sealant?",
+        "q6": "What makes the silicone coating resist heat?",
     }
 
 
@@ -50,9 +54,10 @@ def tiny_qrels() -> dict[str, dict[str, dict[str, int]]]:
         "train": {"q1": {"d1": 3, "d2": 2, "d6": 1},
                   "q2": {"d3": 3, "d4": 2}},
         "dev": {"q3": {"d5": 3, "d4": 2, "d1": 1}},
-        "test": {"q1": {"d1": 3, "d2": 2, "d6": 1},
-                 "q2": {"d3": 3, "d4": 2, "d1": 1},
-                 "q3": {"d5": 3, "d4": 2, "d2": 1}},
+        # Splits share no query (tapt refuses overlapping splits).
+        "test": {"q4": {"d1": 3, "d2": 2, "d6": 1},
+                 "q5": {"d3": 3, "d4": 2, "d1": 1},
+                 "q6": {"d5": 3, "d4": 2, "d2": 1}},
     }
 
 

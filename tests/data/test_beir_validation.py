@@ -35,7 +35,8 @@ def good_corpus_records() -> list[dict]:
 
 
 def good_query_records() -> list[dict]:
-    return [{"_id": f"q{i}", "text": f"question number {i}"} for i in range(1, 4)]
+    # q1..q6, like the tiny dataset whose qrels (train q1-q2, dev q3, test q4-q6) raw_beir keeps
+    return [{"_id": f"q{i}", "text": f"question number {i}"} for i in range(1, 7)]
 
 
 def check(err: DataError, path: Path, line: int | None, field: str | None = None) -> str:
@@ -194,27 +195,27 @@ def qrels_text(*rows: str, header: str = HEADER) -> str:
     return header + "".join(row + "\n" for row in rows)
 
 
-GOOD_TEST_ROWS = ["q1\td1\t3", "q1\td2\t2", "q2\td3\t3", "q3\td5\t3"]
+GOOD_TEST_ROWS = ["q4\td1\t3", "q4\td2\t2", "q5\td3\t3", "q6\td5\t3"]
 
 
 @pytest.mark.parametrize("row,field,problem", [
     ("q9\td1\t3", "query-id", "unknown query id 'q9'"),
-    ("q2\td99\t2", "corpus-id", "unknown corpus id 'd99'"),
-    ("q2\td4\t2.5", "score", "expected an integer, got '2.5'"),
-    ("q2\td4\tx", "score", "expected an integer, got 'x'"),
-    ("q2\td4\t ", "score", "empty"),
+    ("q5\td99\t2", "corpus-id", "unknown corpus id 'd99'"),
+    ("q5\td4\t2.5", "score", "expected an integer, got '2.5'"),
+    ("q5\td4\tx", "score", "expected an integer, got 'x'"),
+    ("q5\td4\t ", "score", "empty"),
     ("\td4\t2", "query-id", "empty"),
-    ("q2\td1\t3", "corpus-id", "duplicate judgment for (q2, d1)"),
+    ("q5\td1\t3", "corpus-id", "duplicate judgment for (q5, d1)"),
 ])
 def test_bad_qrels_row(raw_beir, row, field, problem):
-    # lines: 1 header, 2-3 q1, 4 q2/d1, 5 the bad row, 6+ the rest
-    rows = ["q1\td1\t3", "q1\td2\t2", "q2\td1\t3", row, "q3\td5\t3"]
+    # lines: 1 header, 2-3 q4, 4 q5/d1, 5 the bad row, 6+ the rest
+    rows = ["q4\td1\t3", "q4\td2\t2", "q5\td1\t3", row, "q6\td5\t3"]
     folder = raw_beir(qrels={"test": qrels_text(*rows)})
     message = check(load_error(folder), folder / "qrels" / "test.tsv", 5, field)
     assert problem in message
 
 
-@pytest.mark.parametrize("row,count", [("q2\td4", 2), ("q2\td4\t2\textra", 4), ("q2", 1)])
+@pytest.mark.parametrize("row,count", [("q3\td4", 2), ("q3\td4\t2\textra", 4), ("q3", 1)])
 def test_wrong_field_count(raw_beir, row, count):
     folder = raw_beir(qrels={"dev": qrels_text("q3\td5\t3", row)})
     message = check(load_error(folder), folder / "qrels" / "dev.tsv", 3)
@@ -240,20 +241,20 @@ def test_header_with_surrounding_spaces_is_accepted(raw_beir):
 
 
 def test_query_without_anchor(raw_beir):
-    rows = ["q1\td1\t3", "q2\td4\t2", "q3\td5\t3", "q2\td1\t1"]  # q2: grades 2 and 1 only
+    rows = ["q4\td1\t3", "q5\td4\t2", "q6\td5\t3", "q5\td1\t1"]  # q5: grades 2 and 1 only
     folder = raw_beir(qrels={"test": qrels_text(*rows)})
     # the error points at the query's first judgment (line 3)
     message = check(load_error(folder), folder / "qrels" / "test.tsv", 3, "score")
-    assert "query 'q2' has no anchor" in message
+    assert "query 'q5' has no anchor" in message
     dataset = load_beir_folder(folder, require_anchor=False)
-    assert dataset.qrels["test"]["q2"] == {"d4": 2, "d1": 1}
-    assert dataset.qrels["test"]["q1"] == {"d1": 3}
+    assert dataset.qrels["test"]["q5"] == {"d4": 2, "d1": 1}
+    assert dataset.qrels["test"]["q4"] == {"d1": 3}
 
 
 def test_anchor_score_option(raw_beir):
-    folder = raw_beir(qrels={"test": qrels_text("q1\td1\t2", "q2\td3\t3")})
+    folder = raw_beir(qrels={"test": qrels_text("q4\td1\t2", "q5\td3\t3")})
     check(load_error(folder), folder / "qrels" / "test.tsv", 2, "score")
-    assert load_beir_folder(folder, anchor_score=2).qrels["test"]["q1"] == {"d1": 2}
+    assert load_beir_folder(folder, anchor_score=2).qrels["test"]["q4"] == {"d1": 2}
 
 
 def test_empty_split_header_only(raw_beir):
@@ -271,6 +272,25 @@ def test_only_requested_splits_are_read(raw_beir):
     dataset = load_beir_folder(folder, ["dev", "test"])
     assert set(dataset.qrels) == {"dev", "test"}
     check(load_error(folder, splits=["train"]), folder / "qrels" / "train.tsv", 1)
+
+
+def overlapping_splits(raw_beir) -> tuple[Path, int]:
+    """The tiny dataset with q1 (judged in train) also judged in test; the line of q1's
+    first judgment in test.tsv."""
+    # lines: 1 header, 2 q4, 3 q1 (first), 4 q5, 5 q1 again, 6 q6
+    rows = ["q4\td1\t3", "q1\td2\t3", "q5\td3\t3", "q1\td6\t1", "q6\td5\t3"]
+    return raw_beir("overlap", qrels={"test": qrels_text(*rows)}), 3
+
+
+def test_query_judged_in_two_splits(raw_beir):
+    folder, line = overlapping_splits(raw_beir)
+    train, test = folder / "qrels" / "train.tsv", folder / "qrels" / "test.tsv"
+    # the later split's file is named, at the query's first line there
+    message = check(load_error(folder), test, line, "query-id")
+    assert "query 'q1'" in message
+    assert "split 'train'" in message and str(train) in message
+    # the lenient options do not allow a leak between splits
+    check(load_error(folder, require_anchor=False, allow_empty=True), test, line, "query-id")
 
 
 def test_read_qrels_without_id_sets_skips_id_checks(tmp_path):
@@ -330,8 +350,8 @@ def test_write_beir_refuses_to_overwrite(tmp_path, make_beir, existing):
         (folder / "corpus.jsonl").unlink()
     before = snapshot(folder)
     with pytest.raises(FileExistsError, match="already holds a BEIR dataset"):
-        write_beir(folder, {"z": Passage(text="new")}, {"qz": "new?"},
-                   {"test": {"qz": {"z": 3}}, "extra": {"qz": {"z": 3}}})
+        write_beir(folder, {"z": Passage(text="new")}, {"qz": "new?", "qy": "other?"},
+                   {"test": {"qz": {"z": 3}}, "extra": {"qy": {"z": 3}}})
     assert snapshot(folder) == before
 
 
@@ -367,7 +387,7 @@ def bad_folders(raw_beir) -> dict[str, tuple[Path, Path, int]]:
     records = good_corpus_records()
     records[3]["text"] = " "
     corpus_bad = raw_beir("bad-corpus", corpus=jsonl(*records))
-    qrels_bad = raw_beir("bad-qrels", qrels={"test": qrels_text("q1\td1\t3", "q2\td42\t3")})
+    qrels_bad = raw_beir("bad-qrels", qrels={"test": qrels_text("q4\td1\t3", "q5\td42\t3")})
     return {"corpus": (corpus_bad, corpus_bad / "corpus.jsonl", 4),
             "qrels": (qrels_bad, qrels_bad / "qrels" / "test.tsv", 3)}
 
@@ -396,11 +416,19 @@ def test_cli_validate_reports_file_and_line(raw_beir, capsys, wide_console):
     assert f"{bad_file}:{line}: field 'corpus-id': unknown corpus id 'd42'" in printed
 
 
+def test_cli_validate_refuses_query_judged_in_two_splits(raw_beir, capsys, wide_console):
+    folder, line = overlapping_splits(raw_beir)
+    assert cli.main(["data", "validate", str(folder)]) == 2
+    printed = capsys.readouterr().out
+    assert f"{folder / 'qrels' / 'test.tsv'}:{line}: field 'query-id': query 'q1'" in printed
+    assert "split 'train'" in printed
+
+
 def test_cli_validate_accepts_good_folder(beir_folder, capsys, wide_console):
     assert cli.main(["data", "validate", str(beir_folder)]) == 0
     printed = capsys.readouterr().out
     assert "ok" in printed
-    assert "6 passages" in printed and "3 queries" in printed
+    assert "6 passages" in printed and "6 queries" in printed
     assert "train (2)" in printed and "dev (1)" in printed and "test (3)" in printed
 
 
@@ -419,7 +447,7 @@ def test_cli_error_message_keeps_square_brackets(tmp_path, raw_beir, capsys, wid
 
 
 def test_cli_error_message_with_closing_tag_text(raw_beir, capsys, wide_console):
-    folder = raw_beir(qrels={"test": "[/x]\tcorpus-id\tscore\nq1\td1\t3\n"})
+    folder = raw_beir(qrels={"test": "[/x]\tcorpus-id\tscore\nq4\td1\t3\n"})
     assert cli.main(["data", "validate", str(folder)]) == 2
     assert f"{folder / 'qrels' / 'test.tsv'}:1:" in capsys.readouterr().out
 
@@ -459,7 +487,7 @@ def test_cli_overwrite_replaces_existing_output(tmp_path, beir_folder, wide_cons
     assert metrics["evaluated"]["split"] == "test"
     lines = run.read_text(encoding="utf-8").splitlines()
     assert lines and all(len(line.split()) == 6 and line.split()[1] == "Q0" for line in lines)
-    assert {line.split()[0] for line in lines} <= {"q1", "q2", "q3"}
+    assert {line.split()[0] for line in lines} <= {"q4", "q5", "q6"}
 
 
 # --------------------------------------------------------------------------- encoding

@@ -302,12 +302,12 @@ def test_hub_corpus_row_with_empty_text_is_rejected(empty_hf_cache, fake_hub, co
 
 def test_hub_query_rows_are_validated(empty_hf_cache, fake_hub, queries):
     rows = [{"_id": k, "text": v} for k, v in queries.items()]
-    rows.append({"_id": "q1", "text": "a duplicate"})
+    rows.append({"_id": "q1", "text": "a duplicate"})  # after q1..q6: line 7
     fake_hub(query_rows=rows)
     with pytest.raises(DataError) as info:
         load_data("vinven7/FormBench", "sample", ["test"])
     label = "hf://datasets/vinven7/FormBench/formbench-sample/queries.jsonl"
-    assert (info.value.path, info.value.line, info.value.field) == (label, 4, "_id")
+    assert (info.value.path, info.value.line, info.value.field) == (label, 7, "_id")
     assert "first on line 1" in str(info.value)
 
 

@@ -152,3 +152,14 @@ def test_train_accepts_overrides_before_and_after_options(monkeypatch, tmp_path)
     with pytest.raises(SystemExit) as err:
         main(["train", str(path), "--tset"])
     assert err.value.code == 2
+
+
+def test_splits_must_differ(tmp_path):
+    recipe = load_recipe(_write(tmp_path, {**BASE, "data": {"path": "d", "dev_split": "train"}}))
+    with pytest.raises(RecipeError, match="must differ"):
+        check_recipe(recipe)
+
+
+def test_warmup_ratio_of_one_is_refused(tmp_path):
+    with pytest.raises(RecipeError, match="training.warmup_ratio"):
+        load_recipe(_write(tmp_path, {**BASE, "training": {"warmup_ratio": 1.0}}))

@@ -237,3 +237,30 @@ def test_qwen3_padding_side_does_not_change_the_training_loss(tiny_qwen3_path, s
         model.tokenizer.padding_side = side
         losses[side] = mnrl_loss(model, rows[:8])
     assert losses["left"] == pytest.approx(losses["right"], abs=1e-5)
+
+
+def test_training_batches_carry_the_query_instruction(make_recipe, tiny_qwen3_path, tmp_path):
+    """The trainer's collator must add the same prompts that evaluation and export use."""
+    from datasets import Dataset
+
+    from tapt.training.losses import build_loss
+    from tapt.training.run_dir import RunDir
+    from tapt.training.tapt import column_prompts, trainer_class, training_arguments
+
+    recipe_file, _ = make_recipe("prompts", model_path=tiny_qwen3_path,
+                                 model={"family": "qwen3", "document_prompt": "passage: "})
+    recipe = load_recipe(recipe_file)
+    model = load_sentence_transformer(ModelSpec(str(tiny_qwen3_path), family="qwen3",
+                                                document_prompt="passage: "))
+    prompts = column_prompts(model)
+    assert prompts["query"].startswith("Instruct: ") and prompts["negative"] == "passage: "
+    args = training_arguments(recipe, RunDir(tmp_path / "run"), False, prompts=prompts)
+    rows = Dataset.from_list([{"query": "which binder?", "positive": "a binder",
+                               "negative": "a solvent"}])
+    trainer = trainer_class()(model=model, args=args, train_dataset=rows, eval_dataset=rows,
+                              loss=build_loss(model, recipe.loss))
+    batch = trainer.data_collator([rows[0]])
+    decode = model.tokenizer.decode
+    assert decode(batch["query_input_ids"][0], skip_special_tokens=True) == \
+        prompts["query"] + "which binder?"
+    assert decode(batch["negative_input_ids"][0], skip_special_tokens=True) == "passage: a solvent"
