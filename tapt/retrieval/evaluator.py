@@ -31,6 +31,18 @@ from tapt.retrieval.metrics import METRIC_KEYS
 logger = logging.getLogger(__name__)
 
 
+def model_retriever(model, *, name: str, batch_size: int, top_k: int,
+                    truncate_dim: int | None = None, progress: bool = True) -> DenseRetriever:
+    """Exact retrieval with a SentenceTransformer that also works under sentence-transformers'
+    distributed evaluation: each encode call holds one batch per rank, so every rank encodes
+    exactly the batches a single process would."""
+    encoder = SentenceTransformerEncoder(model, name=name)
+    if truncate_dim:
+        encoder = TruncatedEncoder(encoder, truncate_dim)
+    return DenseRetriever(encoder, batch_size=batch_size, top_k=top_k, progress=progress,
+                          chunk_size=batch_size * get_world_size())
+
+
 class RetrievalEvaluator(BaseEvaluator):
     """Evaluate a SentenceTransformer on one split of a BEIR dataset.
 
@@ -73,12 +85,9 @@ class RetrievalEvaluator(BaseEvaluator):
     def __call__(self, model, output_path: str | None = None, epoch: float = -1,
                  steps: int = -1) -> dict[str, float]:
         start = time.perf_counter()
-        encoder = SentenceTransformerEncoder(model, name=self.name)
-        if self.truncate_dim:
-            encoder = TruncatedEncoder(encoder, self.truncate_dim)
-        # One encode call per round hands each rank one batch (see the module docstring).
-        retriever = DenseRetriever(encoder, batch_size=self.batch_size, top_k=self.top_k,
-                                   progress=False, chunk_size=self.batch_size * get_world_size())
+        retriever = model_retriever(model, name=self.name, batch_size=self.batch_size,
+                                    top_k=self.top_k, truncate_dim=self.truncate_dim,
+                                    progress=False)
         report = evaluate(retriever, self.dataset, self.split, corpus_ids=self.corpus_ids,
                           with_title=self.with_title)
         seconds = time.perf_counter() - start

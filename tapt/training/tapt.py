@@ -294,18 +294,16 @@ def test_metrics(model, dataset: BeirDataset, recipe: Recipe) -> dict[str, float
     (sentence-transformers' distributed evaluation), so a ~1M-passage test corpus is
     encoded by all processes; rank 0 gets the metrics, the others None.
     """
-    from sentence_transformers.util.distributed import distributed_evaluation, get_world_size
+    from sentence_transformers.util.distributed import distributed_evaluation
 
-    from tapt.encoders.sentence import SentenceTransformerEncoder
-    from tapt.retrieval.dense import DenseRetriever
     from tapt.retrieval.evaluate import evaluate
+    from tapt.retrieval.evaluator import model_retriever
 
     with distributed_evaluation(model) as runs_here:
         if not runs_here:
             return None
-        retriever = DenseRetriever(SentenceTransformerEncoder(model, name=recipe.model.name),
-                                   batch_size=recipe.eval.batch_size, top_k=recipe.eval.top_k,
-                                   chunk_size=recipe.eval.batch_size * get_world_size())
+        retriever = model_retriever(model, name=recipe.model.name,
+                                    batch_size=recipe.eval.batch_size, top_k=recipe.eval.top_k)
         report = evaluate(retriever, dataset, recipe.data.test_split,
                           with_title=recipe.data.with_title)
         return report.metrics
