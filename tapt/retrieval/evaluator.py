@@ -55,6 +55,9 @@ class RetrievalEvaluator(BaseEvaluator):
             rank only; the trainer runs the evaluator on rank 0 under DDP).
         truncate_dim: Evaluate embeddings truncated to this width (Matryoshka).
 
+    Attributes:
+        history: The records of every evaluation this object ran (step, epoch, metrics).
+
     Example::
 
         evaluator = RetrievalEvaluator(dataset, "dev", subcorpus_ids(dataset, "dev",
