@@ -16,7 +16,7 @@ from typing import Protocol
 
 from tapt.data.beir import BeirDataset
 from tapt.retrieval.dense import Retrieval
-from tapt.retrieval.metrics import METRIC_KEYS, Run, score_run
+from tapt.retrieval.metrics import METRIC_KEYS, Run, score_run, trec_ranking
 
 
 class Retriever(Protocol):
@@ -51,8 +51,9 @@ class EvalReport:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         with Path(path).open("w", encoding="utf-8") as handle:
             for query_id, docs in self.run.items():
-                ranked = sorted(docs.items(), key=lambda item: (item[1], item[0]), reverse=True)
-                handle.writelines(f"{query_id} Q0 {doc_id} {position} {score!r} {tag}\n" for position, (doc_id, score) in enumerate(ranked, start=1))
+                handle.writelines(f"{query_id} Q0 {doc_id} {position} {score!r} {tag}\n"
+                                  for position, (doc_id, score)
+                                  in enumerate(trec_ranking(docs), start=1))
 
 
 def split_queries(dataset: BeirDataset, split: str) -> tuple[list[str], list[str]]:

@@ -65,8 +65,7 @@ def score_run(qrels: Qrels, run: Mapping[str, Mapping[str, float]], *,
     scored_run = {q: docs for q, docs in full_run.items() if docs}
     binary_scores = _evaluate(binary, scored_run, {"ndcg_cut.10", "recall.100"})
     # MRR@10: trec_eval's recip_rank has no cut-off, so apply it on a top-10 run.
-    top10 = {q: dict(sorted(docs.items(), key=_trec_order, reverse=True)[:10])
-             for q, docs in scored_run.items()}
+    top10 = {q: dict(trec_ranking(docs)[:10]) for q, docs in scored_run.items()}
     mrr_scores = _evaluate(binary, top10, {"recip_rank"})
     graded_scores = _evaluate(graded, scored_run, {"ndcg_cut.10"})
     per_query: dict[str, dict[str, float]] = {}
@@ -85,7 +84,6 @@ def score_run(qrels: Qrels, run: Mapping[str, Mapping[str, float]], *,
     return MetricResult(mean=mean, per_query=per_query)
 
 
-def _trec_order(item: tuple[str, float]) -> tuple[float, str]:
-    """Sort key for trec_eval's ranking with ``reverse=True``: score, then document id."""
-    doc_id, score = item
-    return (score, doc_id)
+def trec_ranking(docs: Mapping[str, float]) -> list[tuple[str, float]]:
+    """``(doc id, score)`` pairs in trec_eval's order: descending score, ties by descending id."""
+    return sorted(docs.items(), key=lambda item: (item[1], item[0]), reverse=True)

@@ -51,11 +51,19 @@ class RunDir:
         if not self.checkpoints.is_dir():
             return None
         complete = [path for path in self.checkpoints.glob("checkpoint-*")
-                    if path.name.rsplit("-", 1)[-1].isdigit()
+                    if checkpoint_step(path) is not None
                     and (path / "trainer_state.json").is_file()]
         if not complete:
             return None
-        return str(max(complete, key=lambda path: int(path.name.rsplit("-", 1)[-1])))
+        return str(max(complete, key=checkpoint_step))
+
+
+def checkpoint_step(path: str | Path | None) -> int | None:
+    """The step of a trainer checkpoint folder (``checkpoint-N``), or None."""
+    if not path:
+        return None
+    number = Path(path).name.rsplit("-", 1)[-1]
+    return int(number) if number.isdigit() else None
 
 
 def _differences(old: dict, new: dict, prefix: str = "") -> list[str]:

@@ -10,7 +10,7 @@ Example::
     from tapt.training.tapt import train
 
     result = train(load_recipe("recipes/quickstart.yaml"), run_test=True)
-    result.summary["best dev"]["binary_ndcg@10"]
+    result.summary["TAPT test"]["binary_ndcg@10"]
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from tapt.data.subcorpus import subcorpus_ids
 from tapt.data.triplets import build_triplets
 from tapt.encoders.loading import ModelSpec, load_sentence_transformer
 from tapt.recipe import Recipe, RecipeError
-from tapt.training.run_dir import RunDir, prepare_run_dir, write_recipe
+from tapt.training.run_dir import RunDir, checkpoint_step, prepare_run_dir, write_recipe
 
 logger = logging.getLogger(__name__)
 
@@ -57,7 +57,7 @@ def load_recipe_data(recipe: Recipe, with_test: bool) -> BeirDataset:
     splits = [recipe.data.train_split, recipe.data.dev_split]
     if with_test:
         splits.append(recipe.data.test_split)
-    return load_data(recipe.data.path, recipe.data.config, dict.fromkeys(splits),
+    return load_data(recipe.data.path, recipe.data.config, splits,
                      revision=recipe.data.revision, require_anchor=not recipe.data.lenient,
                      allow_empty=recipe.data.lenient)
 
@@ -199,7 +199,7 @@ def train(recipe: Recipe, *, run_test: bool = False, callbacks: list | None = No
 
     # 3. Train (the best checkpoint is loaded at the end).
     trainer.train(resume_from_checkpoint=resume_from)
-    best_step = _checkpoint_step(trainer.state.best_model_checkpoint)
+    best_step = checkpoint_step(trainer.state.best_model_checkpoint)
     history = read_history(run)
     result = TrainResult(run_dir=run.root, final_dir=None, history=history, best_step=best_step)
 
@@ -253,12 +253,6 @@ def trainer_class():
                 super()._load_from_checkpoint(checkpoint_path)
 
     return TaptTrainer
-
-
-def _checkpoint_step(path: str | None) -> int | None:
-    if not path:
-        return None
-    return int(Path(path).name.rsplit("-", 1)[-1])
 
 
 def read_history(run: RunDir) -> list[dict]:
