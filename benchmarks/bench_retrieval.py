@@ -72,7 +72,7 @@ def bench_model(args) -> dict:
     from tapt.data.subcorpus import subcorpus_ids
     from tapt.encoders.loading import ModelSpec
     from tapt.encoders.sentence import SentenceTransformerEncoder
-    from tapt.retrieval.dense import encode_corpus_into
+    from tapt.retrieval.dense import EncodingTally, stream_embeddings
     from tapt.retrieval.evaluate import split_queries
     from tapt.retrieval.metrics import score_run
     from tapt.retrieval.search import ExactIndex
@@ -95,10 +95,14 @@ def bench_model(args) -> dict:
     encoder.encode_corpus(texts[:min(8, len(texts))], batch_size=8)  # warm-up
 
     index = ExactIndex(encoder.embedding_dim, normalize=encoder.normalize)
+    tally = EncodingTally()
     start = time.perf_counter()
-    order = encode_corpus_into(index, encoder, texts, args.batch_size, progress=False)
+    order = []
+    for batch in stream_embeddings(encoder, texts, "document", args.batch_size, tally):
+        index.add(batch.embeddings)
+        order.extend(batch.positions.tolist())
     corpus_s = time.perf_counter() - start
-    tokens = encoder.count_tokens(texts)
+    tokens = tally.tokens
 
     start = time.perf_counter()
     query_embeddings = encoder.encode_queries(query_texts, batch_size=args.batch_size)

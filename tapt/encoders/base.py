@@ -7,9 +7,28 @@ Add a new model by subclassing :class:`Encoder` and implementing ``encode_querie
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
+
+TextKind = Literal["query", "document"]
+
+
+@dataclass
+class EncodedBatch:
+    """Embeddings of some of the texts given to :meth:`Encoder.encode_stream`.
+
+    Attributes:
+        positions: Which texts (indices into the input) the rows belong to.
+        embeddings: float32, ``(len(positions), embedding_dim)``.
+        tokens: Tokens the model read for these texts, or None if unknown.
+    """
+
+    positions: np.ndarray
+    embeddings: np.ndarray
+    tokens: int | None = None
 
 
 class Encoder(ABC):
@@ -46,6 +65,11 @@ class Encoder(ABC):
     def encode_corpus(self, texts: Sequence[str], batch_size: int = 32) -> np.ndarray:
         """Embed passages (with any document prompt); shape ``(len(texts), embedding_dim)``."""
 
+    @property
+    def compute_dtype(self) -> str | None:
+        """The dtype the model computes in (recorded with results), or None if not known."""
+        return None
+
     def text_length(self, text: str) -> int:
         """Length used to sort passages before batching (fewer pad tokens); characters by default."""
         return len(text)
@@ -53,6 +77,33 @@ class Encoder(ABC):
     def count_tokens(self, texts: Sequence[str]) -> int | None:
         """Tokens the model will see for ``texts`` (after truncation), or None if unknown."""
         return None
+
+    def encode_stream(self, texts: Sequence[str], kind: TextKind = "document",
+                      batch_size: int = 32) -> Iterator[EncodedBatch]:
+        """Embed ``texts`` batch by batch, in whatever order is fastest.
+
+        The evaluation consumes this, so a corpus never has to sit in memory twice. The
+        default sorts by :meth:`text_length` (longest first) and calls
+        :meth:`encode_queries` / :meth:`encode_corpus` on ``batch_size`` texts at a time;
+        override it for a faster path (see :class:`~tapt.encoders.sentence.SentenceTransformerEncoder`).
+        """
+        order = sorted(range(len(texts)), key=lambda i: -self.text_length(texts[i]))
+        method = self.encode_queries if kind == "query" else self.encode_corpus
+        for start in range(0, len(order), batch_size):
+            chunk = order[start:start + batch_size]
+            chunk_texts = [texts[i] for i in chunk]
+            yield EncodedBatch(positions=np.asarray(chunk, dtype=np.int64),
+                               embeddings=np.asarray(method(chunk_texts, batch_size),
+                                                     dtype=np.float32),
+                               tokens=self.count_tokens(chunk_texts))
+
+
+def collect_in_order(batches: Iterator[EncodedBatch], count: int, dim: int) -> np.ndarray:
+    """Assemble streamed batches into one ``(count, dim)`` float32 matrix in input order."""
+    embeddings = np.zeros((count, dim), dtype=np.float32)
+    for batch in batches:
+        embeddings[batch.positions] = batch.embeddings
+    return embeddings
 
 
 class TruncatedEncoder(Encoder):
@@ -76,8 +127,18 @@ class TruncatedEncoder(Encoder):
     def encode_corpus(self, texts: Sequence[str], batch_size: int = 32) -> np.ndarray:
         return np.ascontiguousarray(self.inner.encode_corpus(texts, batch_size)[:, :self.dim])
 
+    @property
+    def compute_dtype(self) -> str | None:
+        return self.inner.compute_dtype
+
     def text_length(self, text: str) -> int:
         return self.inner.text_length(text)
 
     def count_tokens(self, texts: Sequence[str]) -> int | None:
         return self.inner.count_tokens(texts)
+
+    def encode_stream(self, texts: Sequence[str], kind: TextKind = "document",
+                      batch_size: int = 32) -> Iterator[EncodedBatch]:
+        for batch in self.inner.encode_stream(texts, kind, batch_size):
+            batch.embeddings = np.ascontiguousarray(batch.embeddings[:, :self.dim])
+            yield batch

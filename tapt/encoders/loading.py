@@ -1,9 +1,10 @@
 """Load a SentenceTransformer the way a recipe or the command line describes it.
 
 One function serves evaluation and training, so both see the same pooling, prompts,
-maximum length and EOS handling. Models are loaded in float32: transformers 5 keeps a
-checkpoint's bf16 config dtype otherwise, and bf16 master weights silently degrade
-mixed-precision training.
+maximum length and EOS handling. Models are loaded in float32 unless asked otherwise:
+transformers 5 keeps a checkpoint's bf16 config dtype otherwise, and bf16 master weights
+silently degrade mixed-precision training. Evaluation-only loads may ask for bf16/fp16
+(``ModelSpec.dtype``), which halves memory and runs at the accelerator's speed.
 """
 
 from __future__ import annotations
@@ -35,6 +36,9 @@ class ModelSpec:
     trust_remote_code: bool = False
     revision: str | None = None
     device: str | None = None
+    dtype: str = "float32"
+    """Weights' dtype: float32 (training), bfloat16, float16, or auto (bf16 on a CUDA GPU
+    that supports it, else float32)."""
 
     def preset(self) -> FamilyPreset:
         return get_preset(self.family, self.name_or_path)
@@ -100,8 +104,9 @@ def ensure_eos_appended(tokenizer) -> bool:
 
 def load_sentence_transformer(spec: ModelSpec):
     """Load ``spec`` as a float32 SentenceTransformer with its family's pooling and prompts."""
-    import torch
     from sentence_transformers import SentenceTransformer
+
+    from tapt.encoders.precision import resolve_dtype, torch_dtype
 
     preset = spec.preset()
     if preset.needs_remote_code and not spec.trust_remote_code:
@@ -109,8 +114,11 @@ def load_sentence_transformer(spec: ModelSpec):
                          "modelling code from the Hub; set model.trust_remote_code: true in "
                          "the recipe (or pass --trust-remote-code) if you trust it")
     path = resolve_model_path(spec.name_or_path)
+    dtype = torch_dtype(resolve_dtype(spec.dtype, spec.device))
     model = SentenceTransformer(path, device=spec.device, trust_remote_code=spec.trust_remote_code,
-                                revision=spec.revision, model_kwargs={"dtype": torch.float32})
+                                revision=spec.revision, model_kwargs={"dtype": dtype})
+    if next(model.parameters()).dtype != dtype:  # modules after the transformer (Dense, ...)
+        model.to(dtype)
     configure(model, spec, preset)
     return model
 

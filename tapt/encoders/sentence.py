@@ -2,17 +2,32 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 
-from tapt.encoders.base import Encoder
+from tapt.encoders.base import EncodedBatch, Encoder, TextKind, collect_in_order
 from tapt.encoders.loading import ModelSpec, load_sentence_transformer
+from tapt.encoders.precision import dtype_name, resolve_dtype
 
 
 class SentenceTransformerEncoder(Encoder):
-    """Encode with a SentenceTransformer: ``encode_query`` / ``encode_document`` apply the
-    model's stored ``query`` / ``document`` prompts.
+    """Encode with a SentenceTransformer: queries and passages get the model's stored
+    ``query`` / ``document`` prompts, as ``encode_query`` / ``encode_document`` give them.
+
+    Text models are encoded by tapt's own path (:mod:`tapt.encoders.st_inference`):
+    tokenized once, batched by ``max_tokens_per_batch`` padded tokens (default
+    ``batch_size x max_seq_length``, so never more memory than ``encode`` at its worst),
+    padded on a background thread. Other models go through ``encode_query`` /
+    ``encode_document``.
+
+    Args:
+        model: A loaded SentenceTransformer.
+        name: A label for reports.
+        dtype: Compute dtype (``auto``, ``float32``, ``bfloat16``, ``float16``); weights
+            in another dtype are run under autocast and stay as they are. None: the
+            weights' own dtype.
+        max_tokens_per_batch: Padded tokens per batch.
 
     Example::
 
@@ -20,43 +35,75 @@ class SentenceTransformerEncoder(Encoder):
         enc.encode_queries(["Which binder is used in the primer?"]).shape  # (1, 384)
     """
 
-    def __init__(self, model, name: str | None = None, show_progress: bool = False) -> None:
+    def __init__(self, model, name: str | None = None, show_progress: bool = False, *,
+                 dtype: str | None = None, max_tokens_per_batch: int | None = None) -> None:
         self.model = model
         self.name = name or "sentence-transformer"
         self.normalize = model.similarity_fn_name in (None, "cosine")
         self.show_progress = show_progress
+        self.dtype = resolve_dtype(dtype, str(model.device)) if dtype else None
+        self.max_tokens_per_batch = max_tokens_per_batch
 
     @classmethod
-    def load(cls, spec: ModelSpec, show_progress: bool = False) -> SentenceTransformerEncoder:
-        """Load ``spec`` with its family preset (see :func:`load_sentence_transformer`)."""
-        return cls(load_sentence_transformer(spec), name=spec.name_or_path,
-                   show_progress=show_progress)
+    def load(cls, spec: ModelSpec, show_progress: bool = False, *,
+             max_tokens_per_batch: int | None = None) -> SentenceTransformerEncoder:
+        """Load ``spec`` with its family preset (see :func:`load_sentence_transformer`);
+        ``spec.dtype`` is both the weights' dtype and the compute dtype."""
+        model = load_sentence_transformer(spec)
+        return cls(model, name=spec.name_or_path, show_progress=show_progress,
+                   dtype=dtype_name(next(model.parameters()).dtype),
+                   max_tokens_per_batch=max_tokens_per_batch)
 
     @property
     def embedding_dim(self) -> int:
         return int(self.model.get_embedding_dimension())
 
-    def _encode(self, method, texts: Sequence[str], batch_size: int) -> np.ndarray:
-        embeddings = method(list(texts), batch_size=batch_size, convert_to_numpy=True,
-                            show_progress_bar=self.show_progress)
+    @property
+    def compute_dtype(self) -> str:
+        """The dtype the forward pass runs in."""
+        return self.dtype or dtype_name(next(self.model.parameters()).dtype)
+
+    def encode_stream(self, texts: Sequence[str], kind: TextKind = "document",
+                      batch_size: int = 32) -> Iterator[EncodedBatch]:
+        from tapt.encoders.st_inference import encode_texts, supports_token_batching
+
+        if not texts:
+            return
+        if not supports_token_batching(self.model):
+            yield from super().encode_stream(texts, kind, batch_size)
+            return
+        budget = self.max_tokens_per_batch or batch_size * (self.model.max_seq_length or 512)
+        yield from encode_texts(self.model, texts, kind=kind, max_tokens=budget,
+                                dtype=self.dtype, progress=self.show_progress)
+
+    def _encode_with_st(self, method, texts: Sequence[str], batch_size: int) -> np.ndarray:
+        from tapt.encoders.precision import compute_context
+
+        with compute_context(self.model, self.dtype):
+            embeddings = method(list(texts), batch_size=batch_size, convert_to_numpy=True,
+                                show_progress_bar=self.show_progress)
         return np.asarray(embeddings, dtype=np.float32)
 
     def encode_queries(self, texts: Sequence[str], batch_size: int = 32) -> np.ndarray:
-        return self._encode(self.model.encode_query, texts, batch_size)
+        from tapt.encoders.st_inference import supports_token_batching
+
+        if not supports_token_batching(self.model):
+            return self._encode_with_st(self.model.encode_query, texts, batch_size)
+        return collect_in_order(self.encode_stream(texts, "query", batch_size), len(texts),
+                                self.embedding_dim)
 
     def encode_corpus(self, texts: Sequence[str], batch_size: int = 32) -> np.ndarray:
-        return self._encode(self.model.encode_document, texts, batch_size)
+        from tapt.encoders.st_inference import supports_token_batching
+
+        if not supports_token_batching(self.model):
+            return self._encode_with_st(self.model.encode_document, texts, batch_size)
+        return collect_in_order(self.encode_stream(texts, "document", batch_size), len(texts),
+                                self.embedding_dim)
 
     def count_tokens(self, texts: Sequence[str], batch_size: int = 1024) -> int:
-        """Tokens after truncation, counted batch by batch (a 1M-passage corpus at once
-        would hold every token id in memory)."""
-        tokenizer = self.model.tokenizer
-        limit = self.model.max_seq_length
-        prompt = self.model.prompts.get("document", "")
-        total = 0
-        for start in range(0, len(texts), batch_size):
-            batch = [prompt + text for text in texts[start:start + batch_size]]
-            encoded = tokenizer(batch, truncation=True, max_length=limit,
-                                return_attention_mask=False)
-            total += sum(len(ids) for ids in encoded["input_ids"])
-        return total
+        """Tokens after truncation, prompt included (the encoding itself reports its
+        tokens; this is for callers that only want the count)."""
+        from tapt.encoders.st_inference import stored_prompt, tokenize_once
+
+        return tokenize_once(self.model, texts, prompt=stored_prompt(self.model, "document"),
+                             task="document").total_tokens

@@ -1,65 +1,101 @@
-"""Dense retrieval: encode a corpus into an exact FAISS index, encode queries, search.
+"""Dense retrieval: encode queries and a corpus, fill an exact FAISS index, search.
 
-This is the one place that encodes a corpus. Passages are sorted by length so that each
-batch pads little, and each batch goes straight into the index, so memory holds the
-index plus one batch.
+This is the one place that encodes a corpus for evaluation (``tapt eval``, the in-loop
+dev evaluator and the test evaluation all come here). The encoder streams batches in
+whatever order is fastest (:meth:`~tapt.encoders.base.Encoder.encode_stream`); each batch
+goes straight into the index, so memory holds the index plus the batches in flight.
+Queries are encoded first, so a broken model (NaN weights) fails in seconds, not after a
+corpus encode. Under DDP each rank encodes a share and rank 0 searches
+(:mod:`tapt.retrieval.sharding`).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 from tqdm.auto import tqdm
 
-from tapt.encoders.base import Encoder
+from tapt.encoders.base import EncodedBatch, Encoder, TextKind
+from tapt.retrieval.finite import NonFiniteEmbeddingsError, nonfinite_rows
 from tapt.retrieval.metrics import Run
 from tapt.retrieval.search import ExactIndex
+from tapt.retrieval.sharding import all_reduce_sum, gather_rows, share, world
+
+EXAMPLES_SHOWN = 5
+"""Ids named in a non-finite error."""
 
 
 @dataclass
 class Retrieval:
-    """A ranking and how long producing it took."""
+    """A ranking and how long producing it took (``run`` is None on DDP ranks other than 0)."""
 
-    run: Run
+    run: Run | None
     timings: dict[str, float] = field(default_factory=dict)
 
 
-def length_order(encoder: Encoder, texts: Sequence[str]) -> list[int]:
-    """Positions of ``texts`` from longest to shortest (stable)."""
-    return sorted(range(len(texts)), key=lambda i: -encoder.text_length(texts[i]))
+@dataclass
+class EncodingTally:
+    """What one encoding pass saw, summed over ranks."""
+
+    texts: int = 0
+    tokens: int | None = 0
+    nonfinite: int = 0
+    nonfinite_positions: list[int] = field(default_factory=list)
 
 
-def chunks(order: Sequence[int], size: int) -> list[Sequence[int]]:
-    return [order[start:start + size] for start in range(0, len(order), size)]
+def stream_embeddings(encoder: Encoder, texts: Sequence[str], kind: TextKind,
+                      batch_size: int, tally: EncodingTally) -> Iterator[EncodedBatch]:
+    """Encode ``texts`` (sharded over DDP ranks), counting tokens and non-finite rows.
 
-
-def encode_corpus_into(index: ExactIndex, encoder: Encoder, texts: Sequence[str],
-                       batch_size: int = 32, progress: bool = True,
-                       chunk_size: int | None = None) -> list[int]:
-    """Encode ``texts`` longest-first into ``index``; returns the order rows were added in.
-
-    Each ``encode_corpus`` call gets ``chunk_size`` texts (default: one batch), so memory
-    holds the index plus one chunk.
+    Single process: the encoder's own stream. Under DDP: each rank encodes its share and
+    rank 0 yields all of it at the end; other ranks yield nothing. ``tally`` is complete
+    (on every rank) once the generator is exhausted.
     """
-    order = length_order(encoder, texts)
-    for chunk in tqdm(chunks(order, chunk_size or batch_size), desc="encode corpus",
-                      unit="batch", disable=not progress):
-        index.add(encoder.encode_corpus([texts[i] for i in chunk], batch_size=batch_size))
-    return order
+    rank, size = world()
+    if size == 1:
+        positions = None
+        source = encoder.encode_stream(texts, kind, batch_size)
+    else:
+        positions = share(np.fromiter(map(len, texts), dtype=np.int64, count=len(texts)),
+                          rank, size)
+        source = encoder.encode_stream([texts[i] for i in positions], kind, batch_size)
+    kept_positions, kept_rows = [], []
+    tokens: int | None = 0
+    bad = 0
+    for batch in source:
+        if positions is not None:
+            batch.positions = positions[batch.positions]
+        tokens = None if tokens is None or batch.tokens is None else tokens + batch.tokens
+        broken = nonfinite_rows(batch.embeddings)
+        bad += len(broken)
+        tally.nonfinite_positions += batch.positions[broken[:EXAMPLES_SHOWN]].tolist()
+        if size == 1:
+            yield batch
+        else:
+            kept_positions.append(batch.positions)
+            kept_rows.append(batch.embeddings)
+    summed_tokens, tally.nonfinite, unknown = all_reduce_sum([tokens or 0, bad,
+                                                              int(tokens is None)])
+    tally.texts = len(texts)
+    tally.tokens = None if unknown else summed_tokens
+    if size > 1:
+        dim = encoder.embedding_dim
+        gathered = gather_rows(np.concatenate(kept_positions) if kept_positions
+                               else np.zeros(0, dtype=np.int64),
+                               np.concatenate(kept_rows) if kept_rows
+                               else np.zeros((0, dim), dtype=np.float32))
+        if gathered is not None:
+            yield EncodedBatch(positions=gathered[0], embeddings=gathered[1])
 
 
-def encode_queries_sorted(encoder: Encoder, texts: Sequence[str], batch_size: int = 32,
-                          chunk_size: int | None = None) -> np.ndarray:
-    """Encode queries longest-first in chunks (like the corpus); rows in input order."""
-    order = length_order(encoder, texts)
-    embeddings = np.zeros((len(texts), encoder.embedding_dim), dtype=np.float32)
-    for chunk in chunks(order, chunk_size or batch_size):
-        embeddings[list(chunk)] = encoder.encode_queries([texts[i] for i in chunk],
-                                                         batch_size=batch_size)
-    return embeddings
+def check_finite(tally: EncodingTally, model: str, kind: str, ids: Sequence[str]) -> None:
+    """Raise :class:`NonFiniteEmbeddingsError` (on every rank alike) if any row was broken."""
+    if tally.nonfinite:
+        examples = [ids[p] for p in tally.nonfinite_positions[:EXAMPLES_SHOWN]]
+        raise NonFiniteEmbeddingsError(model, kind, tally.nonfinite, tally.texts, examples)
 
 
 def rank(index: ExactIndex, row_ids: Sequence[str], query_ids: Sequence[str],
@@ -75,13 +111,15 @@ def rank(index: ExactIndex, row_ids: Sequence[str], query_ids: Sequence[str],
 
 
 class DenseRetriever:
-    """Exact top-k retrieval with any :class:`Encoder`."""
+    """Exact top-k retrieval with any :class:`Encoder`.
+
+    ``batch_size`` is passed to the encoder (tapt's SentenceTransformer encoder turns it
+    into a token budget of ``batch_size x max_seq_length`` unless given one).
+    """
 
     def __init__(self, encoder: Encoder, *, batch_size: int = 32, top_k: int = 100,
-                 use_gpu: bool | None = None, progress: bool = True,
-                 chunk_size: int | None = None) -> None:
+                 use_gpu: bool | None = None, progress: bool = True) -> None:
         self.encoder = encoder
-        self.chunk_size = chunk_size
         self.batch_size = batch_size
         self.top_k = top_k
         self.use_gpu = use_gpu
@@ -94,21 +132,36 @@ class DenseRetriever:
     def retrieve(self, corpus_ids: Sequence[str], corpus_texts: Sequence[str],
                  query_ids: Sequence[str], query_texts: Sequence[str]) -> Retrieval:
         encoder = self.encoder
+        start = time.perf_counter()
+        queries = EncodingTally()
+        query_embeddings = np.zeros((len(query_texts), encoder.embedding_dim), dtype=np.float32)
+        for batch in stream_embeddings(encoder, query_texts, "query", self.batch_size, queries):
+            query_embeddings[batch.positions] = batch.embeddings
+        query_seconds = time.perf_counter() - start
+        check_finite(queries, encoder.name, "queries", query_ids)
+
         index = ExactIndex(encoder.embedding_dim, normalize=encoder.normalize,
                            use_gpu=self.use_gpu)
+        main = world()[0] == 0
+        order: list[np.ndarray] = []
+        passages = EncodingTally()
         start = time.perf_counter()
-        order = encode_corpus_into(index, encoder, corpus_texts, self.batch_size, self.progress,
-                                   self.chunk_size)
+        bar = tqdm(total=len(corpus_texts), desc="encode corpus", unit="passage",
+                   disable=not (self.progress and main))
+        for batch in stream_embeddings(encoder, corpus_texts, "document", self.batch_size,
+                                       passages):
+            index.add(batch.embeddings)
+            order.append(batch.positions)
+            bar.update(len(batch.positions))
+        bar.close()
         corpus_seconds = time.perf_counter() - start
-        tokens = encoder.count_tokens(corpus_texts)
-        start = time.perf_counter()
-        query_embeddings = encode_queries_sorted(encoder, query_texts, self.batch_size,
-                                                 self.chunk_size)
-        query_seconds = time.perf_counter() - start
-        run, search_seconds = rank(index, [corpus_ids[i] for i in order], query_ids,
-                                   query_embeddings, self.top_k)
-        timings = throughput(len(corpus_texts), tokens, corpus_seconds, len(query_texts),
-                             query_seconds, search_seconds)
+        check_finite(passages, encoder.name, "passages", corpus_ids)
+        if not main:
+            return Retrieval(run=None)
+        row_ids = [corpus_ids[p] for p in np.concatenate(order)] if order else []
+        run, search_seconds = rank(index, row_ids, query_ids, query_embeddings, self.top_k)
+        timings = throughput(len(corpus_texts), passages.tokens, corpus_seconds,
+                             len(query_texts), query_seconds, search_seconds)
         timings["faiss_gpu"] = float(index.on_gpu)
         return Retrieval(run=run, timings=timings)
 
@@ -126,4 +179,5 @@ def throughput(passages: int, tokens: int | None, corpus_seconds: float, queries
     }
     if tokens is not None:
         figures["tokens_per_s"] = tokens / corpus_seconds if corpus_seconds else float("inf")
+        figures["corpus_tokens"] = float(tokens)
     return figures

@@ -64,17 +64,25 @@ def split_queries(dataset: BeirDataset, split: str) -> tuple[list[str], list[str
 
 def evaluate(retriever: Retriever, dataset: BeirDataset, split: str, *,
              corpus_ids: Sequence[str] | None = None, with_title: bool = True,
-             info: dict | None = None) -> EvalReport:
-    """Rank ``corpus_ids`` (default: the whole corpus) for the split's queries and score."""
+             info: dict | None = None) -> EvalReport | None:
+    """Rank ``corpus_ids`` (default: the whole corpus) for the split's queries and score.
+
+    Under DDP call it on every rank: all ranks encode, rank 0 gets the report and the
+    others None.
+    """
     corpus_ids = list(dataset.corpus) if corpus_ids is None else list(corpus_ids)
     corpus_texts = [dataset.corpus[doc_id].as_text(with_title) for doc_id in corpus_ids]
     query_ids, query_texts = split_queries(dataset, split)
     retrieval = retriever.retrieve(corpus_ids, corpus_texts, query_ids, query_texts)
+    if retrieval.run is None:
+        return None
     qrels = dataset.split(split)
     scored = score_run(qrels, retrieval.run)
+    encoder = getattr(retriever, "encoder", None)
     evaluated = {"model": retriever.name, "data": dataset.source, "split": split,
                  "corpus_size": len(corpus_ids), "full_corpus_size": len(dataset.corpus),
-                 "num_queries": len(query_ids), "with_title": with_title, **(info or {})}
+                 "num_queries": len(query_ids), "with_title": with_title,
+                 "dtype": getattr(encoder, "compute_dtype", None), **(info or {})}
     return EvalReport(metrics=scored.mean, per_query=scored.per_query, run=retrieval.run,
                       timings=retrieval.timings, info=evaluated)
 

@@ -1,0 +1,173 @@
+"""Fast batched inference for SentenceTransformer text models.
+
+What ``SentenceTransformer.encode`` does per batch (tokenize, pad, copy, forward, copy
+back and wait) is split here so an accelerator never waits for the host:
+
+1. :func:`tokenize_once` runs the model's own ``preprocess`` (same prompt, truncation and
+   special tokens as ``encode``) over all texts without padding;
+2. batches are cut by a token budget (:func:`~tapt.encoders.token_batches.token_budget_batches`);
+3. a background thread pads the next batches (numpy, pinned memory on CUDA) while the
+   current one runs;
+4. results are copied back asynchronously and collected a few batches later, so there is
+   no host synchronisation per batch.
+
+Models this path cannot serve exactly (chat-template or multimodal inputs, Routers,
+FlashAttention unpadding, ColBERT-style query expansion) fall back to ``encode``.
+"""
+
+from __future__ import annotations
+
+import collections
+import inspect
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from tapt.encoders.base import EncodedBatch, TextKind
+from tapt.encoders.precision import compute_context
+from tapt.encoders.token_batches import TokenizedTexts, pad_rows, token_budget_batches
+
+TOKENIZE_CHUNK = 4096
+"""Texts per tokenizer call (the Rust tokenizer parallelises within a call)."""
+
+PREFETCH = 3
+"""Padded batches prepared ahead of the one running."""
+
+LAG = 2
+"""Batches in flight on the device before the oldest result is collected."""
+
+
+def supports_token_batching(model) -> bool:
+    """Whether :func:`encode_texts` gives what ``model.encode`` gives for plain text."""
+    from sentence_transformers.base.modules import Router, Transformer
+
+    first = model[0] if len(model) else None
+    if not isinstance(first, Transformer) or any(isinstance(m, Router) for m in model):
+        return False
+    if "processing_kwargs" not in inspect.signature(first.preprocess).parameters:
+        return False  # an older sentence-transformers: tokenize per batch as encode does
+    modalities = getattr(first, "modality_config", {}) or {}
+    tokenizer = getattr(model, "tokenizer", None)
+    return ("text" in modalities and "message" not in modalities
+            and not getattr(first, "can_flatten_inputs", False)
+            and getattr(first, "query_expansion", None) is None
+            and tokenizer is not None and tokenizer.pad_token_id is not None)
+
+
+def stored_prompt(model, kind: TextKind) -> str | None:
+    """The prompt ``encode_query`` / ``encode_document`` would prepend for ``kind``."""
+    names = ("query",) if kind == "query" else ("document", "passage", "corpus")
+    for name in names:
+        if name in model.prompts:
+            return model.prompts[name] or None
+    default = getattr(model, "default_prompt_name", None)
+    return (model.prompts.get(default) or None) if default else None
+
+
+def tokenize_once(model, texts: Sequence[str], *, prompt: str | None, task: TextKind,
+                  progress: bool = False) -> TokenizedTexts:
+    """Token ids of every text (prompt included, truncated to the model's maximum length)."""
+    kwargs = {"common": {"return_tensors": None},
+              "text": {"padding": False, "return_attention_mask": False,
+                       "return_token_type_ids": False}}
+    parts = []
+    for start in tqdm(range(0, len(texts), TOKENIZE_CHUNK), desc="tokenize", unit="chunk",
+                      disable=not progress or len(texts) <= TOKENIZE_CHUNK):
+        chunk = list(texts[start:start + TOKENIZE_CHUNK])
+        features = model.preprocess(chunk, prompt=prompt or None, task=task,
+                                    processing_kwargs=kwargs)
+        parts.append(TokenizedTexts.from_lists(features["input_ids"],
+                                               features.get("prompt_length")))
+    return TokenizedTexts.concatenate(parts)
+
+
+def _batch_features(model, tokenized: TokenizedTexts, positions: np.ndarray,
+                    pin: bool) -> dict:
+    import torch
+
+    tokenizer = model.tokenizer
+    input_ids, mask = pad_rows(tokenized, positions, tokenizer.pad_token_id,
+                               left=tokenizer.padding_side == "left")
+    features = {"input_ids": torch.from_numpy(input_ids),
+                "attention_mask": torch.from_numpy(mask)}
+    if "token_type_ids" in getattr(tokenizer, "model_input_names", ()):
+        features["token_type_ids"] = torch.zeros_like(features["input_ids"])
+    if pin:
+        features = {key: value.pin_memory() for key, value in features.items()}
+    features["modality"] = "text"
+    if tokenized.prompt_length is not None:
+        features["prompt_length"] = tokenized.prompt_length
+    return features
+
+
+def _prefetched(make, items: list) -> Iterator:
+    """``make(item)`` for each item, computed ``PREFETCH`` items ahead on a thread."""
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="tapt-pad") as pool:
+        pending = collections.deque(pool.submit(make, item) for item in items[:PREFETCH])
+        next_item = len(pending)
+        while pending:
+            result = pending.popleft().result()
+            if next_item < len(items):
+                pending.append(pool.submit(make, items[next_item]))
+                next_item += 1
+            yield result
+
+
+def encode_texts(model, texts: Sequence[str], *, kind: TextKind, max_tokens: int,
+                 max_rows: int | None = None, dtype: str | None = None,
+                 progress: bool = False) -> Iterator[EncodedBatch]:
+    """Stream the embeddings of ``texts`` (see the module docstring).
+
+    Args:
+        model: A SentenceTransformer for which :func:`supports_token_batching` holds.
+        kind: ``query`` or ``document``: picks the stored prompt and the task.
+        max_tokens: Padded tokens per batch.
+        max_rows: At most this many texts per batch.
+        dtype: Compute dtype name; autocast is used when the weights differ (training).
+    """
+    import torch
+
+    prompt = stored_prompt(model, kind)
+    tokenized = tokenize_once(model, texts, prompt=prompt, task=kind, progress=progress)
+    batches = token_budget_batches(tokenized.lengths, max_tokens, max_rows)
+    device = model.device
+    on_cuda = device.type == "cuda"
+    was_training = model.training
+    model.eval()
+    bar = tqdm(total=tokenized.total_tokens, desc=f"encode {kind}s", unit="tok",
+               unit_scale=True, disable=not progress)
+    in_flight: collections.deque = collections.deque()
+
+    def collect() -> EncodedBatch:
+        positions, host, event, tokens = in_flight.popleft()
+        if event is not None:
+            event.synchronize()
+        bar.update(tokens)
+        return EncodedBatch(positions=positions, embeddings=host.numpy(), tokens=tokens)
+
+    try:
+        for positions, features in _prefetched(
+                lambda p: (p, _batch_features(model, tokenized, p, pin=on_cuda)), batches):
+            tokens = int(tokenized.lengths[positions].sum())
+            with torch.inference_mode(), compute_context(model, dtype):
+                features = {key: value.to(device, non_blocking=True)
+                            if isinstance(value, torch.Tensor) else value
+                            for key, value in features.items()}
+                output = model(features, task=kind)["sentence_embedding"].float()
+                if on_cuda:
+                    host = torch.empty(output.shape, dtype=torch.float32, pin_memory=True)
+                    host.copy_(output, non_blocking=True)
+                    event = torch.cuda.Event()
+                    event.record()
+                else:
+                    host, event = output, None
+            in_flight.append((positions, host, event, tokens))
+            if len(in_flight) > LAG:
+                yield collect()
+        while in_flight:
+            yield collect()
+    finally:
+        bar.close()
+        model.train(was_training)
