@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from tapt.data.beir import SPLITS, DataError
+from tapt.encoders.precision import DTYPE_NAMES
 
 console = Console()
 logger = logging.getLogger("tapt")
@@ -88,6 +89,12 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--trust-remote-code", action="store_true",
                           help="allow the model's own code from the Hub (off by default)")
     evaluate.add_argument("--device", default=None)
+    evaluate.add_argument("--dtype", choices=DTYPE_NAMES, default="auto",
+                          help="load and encode in this precision; auto: bfloat16 on a CUDA "
+                               "GPU that supports it, float32 elsewhere")
+    evaluate.add_argument("--max-tokens-per-batch", type=positive_int, default=None,
+                          help="padded tokens per encoding batch (default: batch size x "
+                               "maximum sequence length)")
     _add_data_args(evaluate)
 
     bm25 = commands.add_parser("bm25", help="BM25 baseline (bm25s) with the same metrics")
@@ -151,11 +158,13 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from tapt.retrieval.dense import DenseRetriever
 
     spec = ModelSpec(args.model, family=args.family, max_seq_length=args.max_seq_length,
-                     trust_remote_code=args.trust_remote_code, device=args.device)
+                     trust_remote_code=args.trust_remote_code, device=args.device,
+                     dtype=args.dtype)
     spec.preset()  # an unknown family fails before the data loads
 
     def make():
-        encoder = SentenceTransformerEncoder.load(spec, show_progress=False)
+        encoder = SentenceTransformerEncoder.load(
+            spec, show_progress=not args.quiet, max_tokens_per_batch=args.max_tokens_per_batch)
         if args.truncate_dim:
             encoder = TruncatedEncoder(encoder, args.truncate_dim)
         return DenseRetriever(encoder, batch_size=args.batch_size, top_k=args.top_k,
@@ -289,11 +298,16 @@ def main(argv: list[str] | None = None) -> int:
                         format="%(message)s", handlers=[RichHandler(show_path=False, level=logging.DEBUG if args.verbose
                                                      else logging.INFO)])
     logger.setLevel(logging.DEBUG if args.verbose else logging.INFO)
+    from tapt.training.errors import NonFiniteTrainingError
+
     try:
         return COMMANDS[args.command](args)
     except (DataError, OSError, ValueError) as err:
         console.print(f"[red]error:[/red] {escape(str(err))}", highlight=False)
         return 2
+    except NonFiniteTrainingError as err:
+        console.print(f"[red]training stopped:[/red] {escape(str(err))}", highlight=False)
+        return 3
 
 
 if __name__ == "__main__":

@@ -109,6 +109,11 @@ class TrainingSettings(Section):
     logging_steps: int = Field(10, gt=0)
     gradient_checkpointing: bool = False
     dataloader_workers: int = Field(0, ge=0)
+    on_nonfinite: Literal["stop", "skip"] = "stop"
+    """A NaN/inf loss or gradient: ``stop`` the run before that update (no ``final/``), or
+    ``skip`` the update and go on (counted in the logs and results)."""
+    max_nonfinite_steps: int = Field(10, ge=0)
+    """With ``skip``: the run stops once more steps than this were skipped."""
 
 
 class EvalSettings(Section):
@@ -118,6 +123,16 @@ class EvalSettings(Section):
     top_k: int = Field(100, gt=0)
     zero_shot: bool = True
     """Evaluate once before the first step so the dev curve starts at zero-shot."""
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
+    """Encoding precision of dev/test evaluation: ``auto`` is bfloat16 on a CUDA GPU that
+    supports it, float32 elsewhere. Training's float32 master weights are not touched."""
+    max_tokens_per_batch: int | None = Field(None, gt=0)
+    """Padded tokens per encoding batch (default: batch_size x max_seq_length)."""
+
+
+class ExportSettings(Section):
+    dtype: Literal["float32", "bfloat16", "float16"] = "float32"
+    """Dtype of the exported safetensors weights."""
 
 
 class TrackingSettings(Section):
@@ -141,6 +156,7 @@ class Recipe(Section):
     eval: EvalSettings = EvalSettings()
     tracking: TrackingSettings = TrackingSettings()
     output_dir: str
+    export: ExportSettings = ExportSettings()
     hub: HubSettings = HubSettings()
 
 

@@ -55,6 +55,7 @@ def _data_name(recipe: Recipe) -> str:
 
 def plot_dev_curve(history: list[dict], metric: str, path: Path) -> Path | None:
     """Plot every dev metric against the training step; returns the PNG path."""
+    history = [entry for entry in history if not entry.get("error")]
     if not history:
         return None
     import matplotlib
@@ -113,8 +114,9 @@ def tapt_card_section(recipe: Recipe, history: list[dict], summary: dict[str, di
             lines += [f"![dev curve]({curve.name})", ""]
         lines += ["| step | " + " | ".join(METRIC_KEYS) + " |",
                   "|---:|" + "---:|" * len(METRIC_KEYS)]
-        lines += [f"| {e['step']} | " + " | ".join(f"{e[k]:.4f}" for k in METRIC_KEYS) + " |"
-                  for e in history]
+        lines += [f"| {e['step']} | " + " | ".join(
+                      "refused (non-finite)" if e.get("error") else f"{e[k]:.4f}"
+                      for k in METRIC_KEYS) + " |" for e in history]
         lines.append("")
     lines.append(HOW_TO_LOAD)
     return "\n".join(lines)
@@ -128,8 +130,31 @@ def save_model(model, folder: Path, recipe: Recipe) -> Path:
     folder.mkdir(parents=True, exist_ok=False)
     set_card_metadata(model, recipe)
     model.save(str(folder), safe_serialization=True)
+    if recipe.export.dtype != "float32":
+        cast_saved_weights(folder, recipe.export.dtype)
     (folder / "LICENSE").write_text(apache_license_text(), encoding="utf-8")
     return folder
+
+
+def cast_saved_weights(folder: Path, dtype: str) -> None:
+    """Rewrite every floating-point tensor of the saved safetensors files in ``dtype`` and
+    record it in ``config.json``, so loaders keep that dtype. The in-memory model (float32
+    master weights, still used for the test evaluation) is not touched."""
+    from safetensors.torch import load_file, save_file
+
+    from tapt.encoders.precision import torch_dtype
+
+    target = torch_dtype(dtype)
+    for weights in folder.rglob("*.safetensors"):
+        tensors = {name: tensor.to(target) if tensor.is_floating_point() else tensor
+                   for name, tensor in load_file(weights).items()}
+        save_file(tensors, weights, metadata={"format": "pt"})
+    for config in folder.rglob("config.json"):
+        data = json.loads(config.read_text(encoding="utf-8"))
+        if "model_type" in data:  # the transformers config, not sentence-transformers' own
+            data["dtype"] = dtype
+            data.pop("torch_dtype", None)
+            config.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
 
 
 def write_card(folder: Path, recipe: Recipe, *, history: list[dict],

@@ -2,7 +2,9 @@
 sentence-transformers' trainer (which runs on Accelerate: bf16, DDP, FSDP, DeepSpeed).
 
 Phases: check (recipe, output folder, data) -> set up (model, loss, evaluator) -> train
-(with dev evaluation, best checkpoint, resume) -> export -> optional test evaluation.
+(with dev evaluation, best checkpoint, resume, a non-finite guard) -> export -> optional
+test evaluation. A run whose loss or gradients go non-finite stops (or skips those steps,
+``training.on_nonfinite``) and never exports a diverged model.
 
 Example::
 
@@ -27,6 +29,7 @@ from tapt.data.subcorpus import subcorpus_ids
 from tapt.data.triplets import build_triplets
 from tapt.encoders.loading import ModelSpec, load_sentence_transformer
 from tapt.recipe import Recipe, RecipeError
+from tapt.training.nonfinite import QueryIdsCollator
 from tapt.training.run_dir import RunDir, checkpoint_step, prepare_run_dir, write_recipe
 
 logger = logging.getLogger(__name__)
@@ -151,9 +154,16 @@ def is_main_process() -> bool:
 
 def train(recipe: Recipe, *, run_test: bool = False, callbacks: list | None = None
           ) -> TrainResult:
-    """Run a recipe end to end; see the module docstring for the phases."""
+    """Run a recipe end to end; see the module docstring for the phases.
+
+    Raises:
+        NonFiniteTrainingError: the loss, a gradient or a dev evaluation went non-finite
+            and the recipe says stop (the last finite checkpoint is kept; no ``final/``).
+    """
     from tapt.retrieval.evaluator import RetrievalEvaluator
     from tapt.training.losses import build_loss
+    from tapt.training.nonfinite import NonFiniteGuard, NonFiniteTrainingError
+    from tapt.training.trainer import TaptTrainer
 
     # 1. Check everything cheap before anything heavy.
     check_recipe(recipe)
@@ -186,21 +196,35 @@ def train(recipe: Recipe, *, run_test: bool = False, callbacks: list | None = No
     evaluator = RetrievalEvaluator(
         dataset, recipe.data.dev_split, dev_ids, name=EVAL_NAME, metric=recipe.eval.metric,
         batch_size=recipe.eval.batch_size, top_k=recipe.eval.top_k,
-        with_title=recipe.data.with_title,
+        with_title=recipe.data.with_title, dtype=recipe.eval.dtype,
+        max_tokens_per_batch=recipe.eval.max_tokens_per_batch, on_nonfinite="record",
         metrics_file=str(run.metrics_file) if is_main_process() else None)
+    guard = NonFiniteGuard(recipe.training.on_nonfinite, recipe.training.max_nonfinite_steps,
+                           evaluator=evaluator)
     args = training_arguments(recipe, run, resuming=resume_from is not None,
                               prompts=column_prompts(model))
-    trainer = trainer_class()(model=model, args=args, train_dataset=train_rows, loss=loss,
-                              evaluator=evaluator, callbacks=callbacks)
+    trainer = TaptTrainer(model=model, args=args, train_dataset=train_rows, loss=loss,
+                          evaluator=evaluator, callbacks=callbacks, guard=guard)
+    trainer.data_collator = QueryIdsCollator(trainer.data_collator,
+                                             query_ids_by_text(dataset, recipe.data.train_split))
 
     zero_shot_test = None
     if run_test and recipe.eval.zero_shot and resume_from is None:
         zero_shot_test = test_metrics(model, dataset, recipe)
 
     # 3. Train (the best checkpoint is loaded at the end).
-    trainer.train(resume_from_checkpoint=resume_from)
+    try:
+        trainer.train(resume_from_checkpoint=resume_from)
+    except NonFiniteTrainingError as err:
+        if is_main_process():
+            write_results(run, {"status": "stopped: non-finite", "error": str(err),
+                                "nonfinite_events": err.events,
+                                "last_checkpoint": run.last_checkpoint(),
+                                "history": read_history(run)})
+        raise
     best_step = checkpoint_step(trainer.state.best_model_checkpoint)
     history = read_history(run)
+    check_exportable(model, evaluator, best_step)
     result = TrainResult(run_dir=run.root, final_dir=None, history=history, best_step=best_step)
 
     # 4. Export first (a failing test evaluation must not cost the model), then test.
@@ -219,12 +243,50 @@ def train(recipe: Recipe, *, run_test: bool = False, callbacks: list | None = No
         summary["TAPT test"] = trained_test
     result.summary = summary
     write_card(run.final, recipe, history=history, summary=summary, best_step=best_step)
-    run.results_file.write_text(json.dumps({"summary": summary, "best_step": best_step,
-                                            "history": history}, indent=2) + "\n",
-                                encoding="utf-8")
+    write_results(run, {"status": "finished", "summary": summary, "best_step": best_step,
+                        "eval_dtype": evaluator.history[-1]["dtype"] if evaluator.history
+                        else None,
+                        "nonfinite_steps": guard.skipped, "nonfinite_events": guard.records(),
+                        "refused_evaluations": len(evaluator.refusals), "history": history})
     if recipe.tracking.backend == "wandb":
         finish_wandb(summary)
     return result
+
+
+def write_results(run: RunDir, results: dict) -> None:
+    """``results.json``, written whole or not at all."""
+    partial = run.results_file.with_suffix(".json.tmp")
+    partial.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+    partial.replace(run.results_file)
+
+
+def query_ids_by_text(dataset: BeirDataset, split: str) -> dict[str, str]:
+    """Query text -> id(s) for the split (ids joined with '|' when texts repeat)."""
+    ids: dict[str, str] = {}
+    for query_id in dataset.split(split):
+        text = dataset.queries[query_id]
+        ids[text] = f"{ids[text]}|{query_id}" if text in ids else query_id
+    return ids
+
+
+def check_exportable(model, evaluator, best_step: int | None) -> None:
+    """Refuse to export weights that are not finite, or a run none of whose checkpoints
+    had a finite dev evaluation (the trainer would hand back the last weights)."""
+    import torch
+
+    from tapt.training.nonfinite import NonFiniteTrainingError
+
+    broken = [name for name, p in model.named_parameters() if not torch.isfinite(p).all()]
+    if broken:
+        raise NonFiniteTrainingError(
+            f"the trained weights hold NaN/inf ({len(broken)} tensors, e.g. {broken[0]}); "
+            "nothing is exported", [])
+    checkpoint_evals = [entry for entry in evaluator.history if entry["step"] > 0]
+    if best_step is None and evaluator.refusals and \
+            all(entry.get("error") for entry in checkpoint_evals):
+        raise NonFiniteTrainingError(
+            "no checkpoint had a finite dev evaluation (every one was refused for non-finite "
+            "embeddings); nothing is exported", [])
 
 
 def finish_wandb(summary: dict[str, dict[str, float]]) -> None:
@@ -237,22 +299,6 @@ def finish_wandb(summary: dict[str, dict[str, float]]) -> None:
         for key, value in metrics.items():
             wandb.run.summary[f"{row.replace(' ', '_')}/{key}"] = value
     wandb.finish()
-
-
-def trainer_class():
-    """sentence-transformers' trainer, taught to reload LoRA adapters from checkpoints."""
-    from sentence_transformers import SentenceTransformerTrainer
-
-    from tapt.training.lora import has_lora, load_lora_checkpoint
-
-    class TaptTrainer(SentenceTransformerTrainer):
-        def _load_from_checkpoint(self, checkpoint_path: str, model=None) -> None:
-            if has_lora(self.model):
-                load_lora_checkpoint(self.model, checkpoint_path)
-            else:
-                super()._load_from_checkpoint(checkpoint_path)
-
-    return TaptTrainer
 
 
 def read_history(run: RunDir) -> list[dict]:
@@ -272,7 +318,7 @@ def summarize(history: list[dict], best_step: int | None) -> dict[str, dict[str,
     from tapt.retrieval.metrics import METRIC_KEYS
 
     summary: dict[str, dict[str, float]] = {}
-    by_step = {entry["step"]: entry for entry in history}
+    by_step = {entry["step"]: entry for entry in history if not entry.get("error")}
     if 0 in by_step:
         summary["zero-shot dev"] = {key: by_step[0][key] for key in METRIC_KEYS}
     if best_step is not None and best_step in by_step:
@@ -284,20 +330,17 @@ def summarize(history: list[dict], best_step: int | None) -> dict[str, dict[str,
 def test_metrics(model, dataset: BeirDataset, recipe: Recipe) -> dict[str, float] | None:
     """Test metrics on the full corpus; call it on every rank.
 
-    Under DDP rank 0 evaluates while the other ranks serve its encode calls
-    (sentence-transformers' distributed evaluation), so a ~1M-passage test corpus is
-    encoded by all processes; rank 0 gets the metrics, the others None.
+    Under DDP every rank encodes a share of the ~1M-passage test corpus and rank 0 scores;
+    rank 0 gets the metrics, the others None. Non-finite embeddings raise
+    :class:`~tapt.retrieval.finite.NonFiniteEmbeddingsError` on every rank.
     """
-    from sentence_transformers.util.distributed import distributed_evaluation
-
     from tapt.retrieval.evaluate import evaluate
     from tapt.retrieval.evaluator import model_retriever
 
-    with distributed_evaluation(model) as runs_here:
-        if not runs_here:
-            return None
-        retriever = model_retriever(model, name=recipe.model.name,
-                                    batch_size=recipe.eval.batch_size, top_k=recipe.eval.top_k)
-        report = evaluate(retriever, dataset, recipe.data.test_split,
-                          with_title=recipe.data.with_title)
-        return report.metrics
+    retriever = model_retriever(model, name=recipe.model.name,
+                                batch_size=recipe.eval.batch_size, top_k=recipe.eval.top_k,
+                                dtype=recipe.eval.dtype,
+                                max_tokens_per_batch=recipe.eval.max_tokens_per_batch)
+    report = evaluate(retriever, dataset, recipe.data.test_split,
+                      with_title=recipe.data.with_title)
+    return report.metrics if report is not None else None

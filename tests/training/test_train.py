@@ -245,7 +245,8 @@ def test_training_batches_carry_the_query_instruction(make_recipe, tiny_qwen3_pa
 
     from tapt.training.losses import build_loss
     from tapt.training.run_dir import RunDir
-    from tapt.training.tapt import column_prompts, trainer_class, training_arguments
+    from tapt.training.tapt import column_prompts, training_arguments
+    from tapt.training.trainer import TaptTrainer
 
     recipe_file, _ = make_recipe("prompts", model_path=tiny_qwen3_path,
                                  model={"family": "qwen3", "document_prompt": "passage: "})
@@ -257,8 +258,8 @@ def test_training_batches_carry_the_query_instruction(make_recipe, tiny_qwen3_pa
     args = training_arguments(recipe, RunDir(tmp_path / "run"), False, prompts=prompts)
     rows = Dataset.from_list([{"query": "which binder?", "positive": "a binder",
                                "negative": "a solvent"}])
-    trainer = trainer_class()(model=model, args=args, train_dataset=rows, eval_dataset=rows,
-                              loss=build_loss(model, recipe.loss))
+    trainer = TaptTrainer(model=model, args=args, train_dataset=rows, eval_dataset=rows,
+                          loss=build_loss(model, recipe.loss))
     batch = trainer.data_collator([rows[0]])
     decode = model.tokenizer.decode
     assert decode(batch["query_input_ids"][0], skip_special_tokens=True) == \

@@ -1,0 +1,69 @@
+"""tapt's subclass of sentence-transformers' trainer: what the stock trainer does not do.
+
+- every micro-batch's loss goes to the :class:`~tapt.training.nonfinite.NonFiniteGuard`
+  (with the batch's query ids), and ``nonfinite_steps`` is logged;
+- under DDP the evaluator runs on every rank, which encodes its share with tapt's fast
+  path (the stock trainer runs it on rank 0 and has the other ranks serve ``encode``);
+- a best checkpoint that cannot be loaded is an error (the stock trainer logs it and goes
+  on with the last weights, which would then be exported as "best");
+- LoRA adapters are reloaded from checkpoints (resume and best model).
+"""
+
+from __future__ import annotations
+
+from sentence_transformers import SentenceTransformerTrainer
+
+from tapt.training.lora import has_lora, load_lora_checkpoint
+from tapt.training.nonfinite import QUERY_IDS_KEY, NonFiniteGuard
+
+
+class TaptTrainer(SentenceTransformerTrainer):
+    """``SentenceTransformerTrainer`` with a non-finite guard; see the module docstring."""
+
+    def __init__(self, *args, guard: NonFiniteGuard | None = None, **kwargs) -> None:
+        self.guard = guard or NonFiniteGuard()
+        callbacks = [*(kwargs.pop("callbacks", None) or []), self.guard]
+        super().__init__(*args, callbacks=callbacks, **kwargs)
+
+    def training_step(self, model, inputs, num_items_in_batch=None):
+        query_ids = inputs.pop(QUERY_IDS_KEY, None)
+        loss = super().training_step(model, inputs, num_items_in_batch)
+        self.guard.observe_loss(loss, query_ids)
+        return loss
+
+    def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
+        if "loss" in logs:
+            logs["nonfinite_steps"] = self.guard.skipped
+        super().log(logs, start_time)
+
+    def evaluation_loop(self, dataloader, description, prediction_loss_only=None,
+                        ignore_keys=None, metric_key_prefix: str = "eval"):
+        evaluator, self.evaluator = self.evaluator, None
+        try:
+            output = super().evaluation_loop(dataloader, description, prediction_loss_only,
+                                             ignore_keys, metric_key_prefix)
+        finally:
+            self.evaluator = evaluator
+        if evaluator is None:
+            return output
+        # Every rank runs tapt's evaluator; it shards the encoding and broadcasts metrics.
+        metrics = evaluator(self.model, output_path=None, epoch=self.state.epoch,
+                            steps=self.state.global_step)
+        output.metrics.update({key if key.startswith(f"{metric_key_prefix}_")
+                               else f"{metric_key_prefix}_{key}": value
+                               for key, value in metrics.items()})
+        return output
+
+    def _load_best_model(self) -> None:
+        checkpoint = self.state.best_model_checkpoint
+        if checkpoint:
+            mark_best = getattr(self.model.model_card_data, "set_best_model_step", None)
+            if mark_best is not None:
+                mark_best(int(checkpoint.rsplit("-", 1)[-1]))
+            self._load_from_checkpoint(checkpoint)
+
+    def _load_from_checkpoint(self, checkpoint_path: str, model=None) -> None:
+        if has_lora(self.model):
+            load_lora_checkpoint(self.model, checkpoint_path)
+        else:
+            super()._load_from_checkpoint(checkpoint_path)
