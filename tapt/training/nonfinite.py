@@ -45,16 +45,19 @@ class NonFiniteEvent:
     loss_finite: bool
     gradients_finite: bool
     query_ids: list[str] = field(default_factory=list)
+    ranks: list[int] = field(default_factory=list)
+    """Under DDP, the ranks whose own loss was not finite (their batches' ids are named)."""
 
     def describe(self) -> str:
         what = " and ".join(name for name, ok in (("loss", self.loss_finite),
                                                    ("gradient norm", self.gradients_finite))
                             if not ok) or "loss or gradient norm"
-        ids = ""
+        ids = f" on rank {', '.join(map(str, self.ranks))}" if self.ranks else ""
         if self.query_ids:
             shown = ", ".join(self.query_ids[:IDS_SHOWN])
             more = len(self.query_ids) - IDS_SHOWN
-            ids = f"; the batch held queries {shown}" + (f" and {more} more" if more > 0 else "")
+            ids += f"; the batch held queries {shown}" + (f" and {more} more" if more > 0
+                                                             else "")
         return f"non-finite {what} at optimizer step {self.step}{ids}"
 
 
@@ -123,20 +126,32 @@ class NonFiniteGuard(TrainerCallback):
 
     def on_pre_optimizer_step(self, args, state, control, model=None, **kwargs):
         import torch
+        import torch.distributed as dist
 
         loss_ok = self._loss_ok if self._loss_ok is not None else torch.tensor(True)
         grads_ok = gradients_finite(model)
-        flags = torch.stack([loss_ok.to(grads_ok.device), grads_ok]).to(torch.int32)
-        if torch.distributed.is_available() and torch.distributed.is_initialized():
-            if torch.distributed.get_backend() == "nccl":
+        local = torch.stack([loss_ok.to(grads_ok.device), grads_ok]).to(torch.int32)
+        flags = local.clone()
+        distributed = dist.is_available() and dist.is_initialized()
+        if distributed:
+            if dist.get_backend() == "nccl":
                 flags = flags.cuda()
-            torch.distributed.all_reduce(flags, op=torch.distributed.ReduceOp.MIN)
+            dist.all_reduce(flags, op=dist.ReduceOp.MIN)
         loss_finite, grads_finite = (bool(v) for v in flags.tolist())
         query_ids, self._query_ids, self._loss_ok = self._query_ids, [], None
         if loss_finite and grads_finite:
             return control
+        # Rare path: every rank is here, so gathering which batch broke is safe.
+        local_report = (bool(local[0]), list(query_ids))
+        reports = [local_report]
+        if distributed:
+            reports = [None] * dist.get_world_size()
+            dist.all_gather_object(reports, local_report)
+        broken = [rank for rank, (ok, _) in enumerate(reports) if not ok]
+        ids = [i for rank in (broken or range(len(reports))) for i in reports[rank][1]]
         event = NonFiniteEvent(step=state.global_step + 1, loss_finite=loss_finite,
-                               gradients_finite=grads_finite, query_ids=list(query_ids))
+                               gradients_finite=grads_finite, query_ids=ids,
+                               ranks=broken if distributed else [])
         self.events.append(event)
         if self.policy == "stop":
             raise NonFiniteTrainingError(

@@ -85,3 +85,25 @@ def test_accelerate_launch_runs_the_cli_from_the_repository_root(make_recipe):
     assert done.returncode == 0, done.stderr[-3000:]
     assert (output / "final" / "model.safetensors").is_file()
     assert "TAPT results" in done.stdout
+
+
+@pytest.mark.slow
+def test_a_nan_on_one_rank_stops_every_rank_at_that_step(make_recipe):
+    """The non-finite decision is all-reduced: rank 1's NaN stops rank 0 too, at the same
+    step, with no hang and no export."""
+    recipe_file, output = make_recipe("ddp-nan", training={"max_steps": 4, "eval_steps": 2,
+                                                           "per_device_batch_size": 4},
+                                      eval={"batch_size": 4})
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1",
+           "TOKENIZERS_PARALLELISM": "false"}
+    done = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
+         "--master_port", "29534", str(WORKER.with_name("ddp_nan_worker.py")),
+         str(recipe_file)],
+        env=env, capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode != 0
+    assert "optimizer step 2 on rank 1" in " ".join(done.stdout.split()), done.stdout[-3000:]
+    results = json.loads((output / "results.json").read_text())
+    [event] = results["nonfinite_events"]
+    assert event["step"] == 2 and event["ranks"] == [1] and len(event["query_ids"]) == 4
+    assert not (output / "final").exists()
