@@ -10,6 +10,18 @@ from tapt.encoders.base import EncodedBatch, Encoder, TextKind, collect_in_order
 from tapt.encoders.loading import ModelSpec, load_sentence_transformer
 from tapt.encoders.precision import dtype_name, resolve_dtype
 
+CPU_TOKEN_BUDGET = 4096
+"""Default padded tokens per batch on a CPU. Measured with all-MiniLM-L6-v2 on 2 cores
+(benchmarks/README.md): 2-4k tokens per batch encode fastest; larger batches fall out of
+the caches (8k tokens: -15%)."""
+
+
+def default_token_budget(model, batch_size: int) -> int:
+    """``batch_size x max_seq_length`` (never more memory than ``encode`` at its worst), at
+    most :data:`CPU_TOKEN_BUDGET` on a CPU."""
+    budget = batch_size * (model.max_seq_length or 512)
+    return min(budget, CPU_TOKEN_BUDGET) if model.device.type == "cpu" else budget
+
 
 class SentenceTransformerEncoder(Encoder):
     """Encode with a SentenceTransformer: queries and passages get the model's stored
@@ -17,8 +29,7 @@ class SentenceTransformerEncoder(Encoder):
 
     Text models are encoded by tapt's own path (:mod:`tapt.encoders.st_inference`):
     tokenized once, batched by ``max_tokens_per_batch`` padded tokens (default
-    ``batch_size x max_seq_length``, so never more memory than ``encode`` at its worst),
-    padded on a background thread. Other models go through ``encode_query`` /
+    :func:`default_token_budget`), padded on a background thread. Other models go through ``encode_query`` /
     ``encode_document``.
 
     Args:
@@ -72,7 +83,7 @@ class SentenceTransformerEncoder(Encoder):
         if not supports_token_batching(self.model):
             yield from super().encode_stream(texts, kind, batch_size)
             return
-        budget = self.max_tokens_per_batch or batch_size * (self.model.max_seq_length or 512)
+        budget = self.max_tokens_per_batch or default_token_budget(self.model, batch_size)
         yield from encode_texts(self.model, texts, kind=kind, max_tokens=budget,
                                 dtype=self.dtype, progress=self.show_progress)
 

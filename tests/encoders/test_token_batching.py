@@ -77,7 +77,7 @@ def test_truncation_to_the_maximum_length(tiny_bert_path):
 
 def test_fallback_for_models_the_fast_path_cannot_serve(tiny_bert_path, tiny_texts,
                                                         monkeypatch):
-    import tapt.encoders.st_inference as st_inference
+    from tapt.encoders import st_inference
 
     model = load_sentence_transformer(ModelSpec(str(tiny_bert_path)))
     monkeypatch.setattr(st_inference, "supports_token_batching", lambda model: False)
