@@ -6,7 +6,8 @@ sorted batching, exact FAISS search, pytrec_eval metrics, timings). Implement:
 - ``embedding_dim`` (property): the width of the vectors,
 - ``encode_queries(texts, batch_size)`` and ``encode_corpus(texts, batch_size)``,
 - optionally ``name`` (shown in reports), ``normalize`` (True: cosine, False: raw inner
-  product), ``text_length`` (sort key) and ``count_tokens`` (for tokens/s).
+  product), ``text_length`` (sort key), ``count_tokens`` (for tokens/s) and
+  ``encode_stream`` (your own batching: yield ``tapt.encoders.base.EncodedBatch``).
 
 This example needs no model at all: ``HashingEncoder`` hashes words and character
 n-grams into a fixed number of buckets (the "hashing trick") with numpy.
