@@ -6,28 +6,12 @@ from __future__ import annotations
 import os
 import sys
 
+from nan_injection import poisoning
+
 import tapt.training.losses as losses_module
 from tapt.cli import main
 
 rank = int(os.environ["RANK"])
-build = losses_module.build_loss
-
-
-def poisoned_build_loss(model, settings):
-    loss = build(model, settings)
-    forward = loss.forward
-    calls = {"n": 0}
-
-    def poisoned(*args, **kwargs):
-        value = forward(*args, **kwargs)
-        if loss.training:
-            calls["n"] += 1
-            if rank == 1 and calls["n"] == 2:
-                return value * float("nan")
-        return value
-    loss.forward = poisoned
-    return loss
-
-
-losses_module.build_loss = poisoned_build_loss
+if rank == 1:
+    losses_module.build_loss = poisoning(losses_module.build_loss, {2})
 sys.exit(main(["train", sys.argv[1]]))

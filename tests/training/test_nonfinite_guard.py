@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from nan_injection import poisoning
 from safetensors.torch import load_file
 from transformers import TrainerCallback
 
@@ -25,23 +26,8 @@ STEPS = {"max_steps": 6, "eval_steps": 2, "save_total_limit": 10}
 def nan_loss_at(monkeypatch):
     """``nan_loss_at({3, 5})``: the training loss is NaN at those optimizer steps."""
     def install(steps: set[int]) -> None:
-        build = losses_module.build_loss
-
-        def building(model, settings):
-            loss = build(model, settings)
-            forward = loss.forward
-            calls = {"n": 0}
-
-            def poisoned(*args, **kwargs):
-                value = forward(*args, **kwargs)
-                if loss.training:
-                    calls["n"] += 1
-                    if calls["n"] in steps:
-                        return value * float("nan")
-                return value
-            loss.forward = poisoned
-            return loss
-        monkeypatch.setattr(losses_module, "build_loss", building)
+        monkeypatch.setattr(losses_module, "build_loss",
+                            poisoning(losses_module.build_loss, steps))
     return install
 
 

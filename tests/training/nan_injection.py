@@ -1,0 +1,25 @@
+"""Make a training loss NaN at chosen optimizer steps (for the non-finite guard's tests)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection
+
+
+def poisoning(build: Callable, steps: Collection[int]) -> Callable:
+    """Wrap tapt's ``build_loss``: the built loss returns NaN at the given training calls
+    (1-based; one call per optimizer step without gradient accumulation)."""
+    def building(model, settings):
+        loss = build(model, settings)
+        forward = loss.forward
+        calls = {"n": 0}
+
+        def poisoned(*args, **kwargs):
+            value = forward(*args, **kwargs)
+            if loss.training:
+                calls["n"] += 1
+                if calls["n"] in steps:
+                    return value * float("nan")
+            return value
+        loss.forward = poisoned
+        return loss
+    return building
