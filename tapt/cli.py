@@ -109,6 +109,29 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--test", action="store_true",
                        help="evaluate zero-shot and trained models on the test split")
 
+    dapt = commands.add_parser("dapt", help="DAPT: continued pretraining (mlm or simcse) on "
+                                            "corpus passages, exported for tapt train")
+    dapt.add_argument("recipe", type=Path)
+    dapt.add_argument("overrides", nargs="*", metavar="key=value",
+                      help="dotted overrides, e.g. objective.name=simcse")
+
+    push = commands.add_parser("push", help="publish an export to the HuggingFace Hub (token "
+                                            "from HF_TOKEN or `hf auth login`)")
+    push.add_argument("folder", type=Path, help="a tapt export, e.g. runs/NAME/final")
+    push.add_argument("--repo-id", required=True, help="ORG/NAME, created if missing")
+    push.add_argument("--private", action="store_const", const=True, default=None,
+                      help="create the repository private (default: the Hub's default)")
+    push.add_argument("--revision", default=None,
+                      help="branch to push to, created if missing (default: main)")
+    push.add_argument("--commit-message", default=None)
+    push.add_argument("--license", default="apache-2.0",
+                      help="license the model card must declare (default: apache-2.0)")
+    push.add_argument("--trust-remote-code", action="store_const", const=True, default=None,
+                      help="let the load check run the model's own code (default: as the "
+                           "export's tapt_preset.json records)")
+    push.add_argument("--dry-run", action="store_true",
+                      help="check, list the files and print the card; no network call")
+
     check = commands.add_parser("validate", help="check recipes without loading models")
     check.add_argument("recipes", type=Path, nargs="+")
     return parser
@@ -264,14 +287,69 @@ def cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_dapt(args: argparse.Namespace) -> int:
+    from rich.table import Table
+
+    from tapt.recipe import load_recipe
+    from tapt.retrieval.metrics import METRIC_KEYS
+    from tapt.training.dapt import dapt
+
+    recipe = load_recipe(args.recipe, args.overrides, kind="dapt")
+    result = dapt(recipe)
+    if result.final_dir is None:  # not the main process
+        return 0
+    table = Table(title=f"{args.recipe.name}: DAPT ({recipe.objective.name}), held-out loss "
+                        "and zero-shot dev retrieval at each save")
+    columns = ["step", "held-out loss"] + (["perplexity"] if recipe.objective.name == "mlm"
+                                           else []) + list(METRIC_KEYS)
+    for column in columns:
+        table.add_column(column, justify="right")
+    keys = ["heldout_loss"] + (["perplexity"] if recipe.objective.name == "mlm" else []) \
+        + list(METRIC_KEYS)
+    for entry in result.history:
+        table.add_row(str(entry["step"]), *(f"{entry[key]:.4f}" if isinstance(
+            entry.get(key), float) else "-" for key in keys))
+    console.print(table)
+    console.print(f"model exported to {result.final_dir}; start TAPT from it with "
+                  f"model.name: {result.final_dir}")
+    return 0
+
+
+def cmd_push(args: argparse.Namespace) -> int:
+    from tapt.hub import PushFailed, push_export
+    from tapt.hub.report import files_table
+
+    try:
+        result = push_export(args.folder, args.repo_id, private=args.private,
+                             revision=args.revision, commit_message=args.commit_message,
+                             license=args.license, dry_run=args.dry_run,
+                             trust_remote_code=args.trust_remote_code)
+    except PushFailed as err:  # refusals (PushRefused) exit 2 through main()
+        console.print(f"[red]error:[/red] {escape(str(err))}", highlight=False, soft_wrap=True)
+        return 1
+    target = f"{result.url}" + (f" (branch {args.revision})" if args.revision else "")
+    if not args.dry_run:
+        console.print(files_table(result.plan, f"pushed to {target}"))
+        console.print(f"commit: {result.commit_url}", highlight=False, soft_wrap=True)
+        return 0
+    console.print(files_table(result.plan, f"dry run: would push {args.folder} to {target}"))
+    console.rule("README.md (model card)")
+    console.out(result.plan.card, highlight=False)
+    console.rule()
+    console.print("dry run: nothing was uploaded", highlight=False)
+    return 0
+
+
 def cmd_validate(args: argparse.Namespace) -> int:
-    from tapt.recipe import RecipeError, load_recipe
+    from tapt.recipe import DaptRecipe, RecipeError, load_recipe
     from tapt.training.tapt import check_recipe
 
     failed = 0
     for path in args.recipes:
         try:
-            check_recipe(load_recipe(path))
+            recipe = load_recipe(path, kind="auto")
+            if not isinstance(recipe, DaptRecipe):
+                check_recipe(recipe)
             console.print(f"[green]ok[/green] {path}")
         except RecipeError as err:
             console.print(f"[red]error:[/red] {escape(str(err))}", highlight=False)
@@ -280,14 +358,15 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {"data": cmd_data, "eval": cmd_eval, "bm25": cmd_bm25, "train": cmd_train,
-            "validate": cmd_validate}
+            "dapt": cmd_dapt,
+            "push": cmd_push, "validate": cmd_validate}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     # argparse stops filling the overrides at the first option; accept key=value after it.
-    if extra and args.command == "train" and all("=" in e and not e.startswith("-")
+    if extra and args.command in ("train", "dapt") and all("=" in e and not e.startswith("-")
                                                  for e in extra):
         args.overrides += extra
     elif extra:
@@ -298,6 +377,7 @@ def main(argv: list[str] | None = None) -> int:
                         format="%(message)s", handlers=[RichHandler(show_path=False, level=logging.DEBUG if args.verbose
                                                      else logging.INFO)])
     logger.setLevel(logging.DEBUG if args.verbose else logging.INFO)
+    from tapt.hub.errors import PushFailed
     from tapt.training.errors import NonFiniteTrainingError
 
     try:
@@ -308,6 +388,10 @@ def main(argv: list[str] | None = None) -> int:
     except NonFiniteTrainingError as err:
         console.print(f"[red]training stopped:[/red] {escape(str(err))}", highlight=False)
         return 3
+    except PushFailed as err:  # the end-of-run push of a recipe's hub section
+        console.print(f"[red]push failed:[/red] {escape(str(err))} (the export is kept; "
+                      "push it again with tapt push)", highlight=False, soft_wrap=True)
+        return 1
 
 
 if __name__ == "__main__":

@@ -142,13 +142,23 @@ class TrackingSettings(Section):
 
 
 class HubSettings(Section):
-    """Where the exported model will be pushed (the push command comes in a later release)."""
+    """Push the export to the HuggingFace Hub at the end of the run (main process only).
+    The token comes from huggingface_hub's usual places (``HF_TOKEN``, the login cache),
+    never from a recipe; ``HF_ENDPOINT`` selects a private Hub mirror."""
 
     repo_id: str | None = None
+    """``org/name``; None: do not push."""
     private: bool = True
+    revision: str | None = None
+    """Branch to push to (created if needed); None: the default branch."""
+    commit_message: str | None = None
+    license: str = "apache-2.0"
+    """The license the model card must declare; anything else is refused before upload."""
 
 
 class Recipe(Section):
+    """A TAPT recipe (``tapt train``)."""
+
     model: ModelSettings
     data: DataSettings
     loss: LossSettings = LossSettings()
@@ -158,6 +168,94 @@ class Recipe(Section):
     output_dir: str
     export: ExportSettings = ExportSettings()
     hub: HubSettings = HubSettings()
+
+
+class DaptDataSettings(Section):
+    """Where DAPT's passages come from: a BEIR corpus (local or Hub), plain files, or both.
+    Only passages are read, never queries or judgments."""
+
+    path: str | None = None
+    """BEIR folder or Hub dataset id: its corpus passages are the text."""
+    config: str | None = None
+    revision: str | None = None
+    files: list[str] = []
+    """Plain files: ``.jsonl`` (a ``text`` field, optional ``title``) or ``.txt`` (one
+    passage per line)."""
+    with_title: bool = True
+    max_passages: int | None = Field(None, gt=0)
+    """Train on a seeded sample of at most this many passages."""
+    held_out_fraction: float = Field(0.01, gt=0, lt=0.5)
+    held_out_max: int = Field(1000, gt=0)
+    """Held-out passages (for the held-out loss): this fraction, at most this many."""
+    seed: int = 0
+    dev_data: str | None = None
+    """BEIR folder for the zero-shot retrieval evaluation at each save (default: ``path``)."""
+    dev_split: str | None = "dev"
+    """Split of that BEIR data to evaluate; None: no retrieval evaluation."""
+    dev_distractors: int | None = Field(20000, ge=0)
+    dev_seed: int = 0
+    lenient: bool = False
+
+    @model_validator(mode="after")
+    def _check_source(self) -> DaptDataSettings:
+        if not self.path and not self.files:
+            raise ValueError("data needs a BEIR corpus (data.path) or plain files (data.files)")
+        return self
+
+
+class ObjectiveSettings(Section):
+    """The DAPT objective."""
+
+    name: Literal["mlm", "simcse"]
+    """``mlm``: masked language modelling (encoder-only models: BERT, GTE, Nomic BERT).
+    ``simcse``: unsupervised contrastive learning, each passage against itself under
+    dropout noise, with in-batch negatives (any model, decoders such as Qwen3 too)."""
+    mlm_probability: float = Field(0.15, gt=0, lt=1)
+    whole_word_masking: bool = False
+    scale: float = Field(20.0, gt=0)
+    """SimCSE logit scale (20 = temperature 0.05)."""
+    dropout: float | None = Field(0.1, ge=0, lt=1)
+    """SimCSE: dropout probability set on every dropout of the model while training (the
+    noise that makes two views of a passage differ; Qwen3 has none of its own). None keeps
+    the model's own. The exported config keeps the model's original values."""
+
+
+class ChunkingSettings(Section):
+    """How passages become training sequences of at most ``max_length`` tokens."""
+
+    mode: Literal["chunk", "pack"] = "chunk"
+    """``chunk``: windows of each passage, ``overlap`` tokens apart; ``pack``: passages
+    concatenated and cut into full-length blocks (``mlm`` only)."""
+    overlap: int | None = Field(None, ge=0)
+    """Tokens shared by consecutive windows (default: an eighth of ``max_length``)."""
+    max_length: int | None = Field(None, gt=8)
+    """Tokens per sequence, special tokens included (default: the model's maximum
+    length, at most 512)."""
+
+
+class DaptRecipe(Section):
+    """A DAPT recipe (``tapt dapt``): continued pretraining before TAPT."""
+
+    model: ModelSettings
+    data: DaptDataSettings
+    objective: ObjectiveSettings
+    chunking: ChunkingSettings = ChunkingSettings()
+    training: TrainingSettings = TrainingSettings(epochs=1, learning_rate=5e-5)
+    eval: EvalSettings = EvalSettings()
+    tracking: TrackingSettings = TrackingSettings()
+    output_dir: str
+    export: ExportSettings = ExportSettings()
+    hub: HubSettings = HubSettings()
+
+    @model_validator(mode="after")
+    def _check_objective(self) -> DaptRecipe:
+        if self.objective.name == "simcse" and self.chunking.mode == "pack":
+            raise ValueError("chunking.mode: pack mixes passages, which SimCSE cannot use "
+                             "(a packed block is not one passage); use chunk")
+        if self.chunking.overlap is not None and \
+                self.chunking.overlap >= (self.chunking.max_length or 10**9):
+            raise ValueError("chunking.overlap must be smaller than chunking.max_length")
+        return self
 
 
 class RecipeError(ValueError):
@@ -198,14 +296,19 @@ def format_validation_error(source: str, err: ValidationError) -> str:
         message = problem["msg"]
         if problem["type"] == "extra_forbidden":
             message = "unknown key"
-        elif "input" in problem and problem["type"] not in ("missing",):
+        elif "input" in problem and problem["type"] not in ("missing",) and problem["loc"]:
             message = f"{message} (got {problem['input']!r})"
         lines.append(f"  {key}: {message}")
     return "\n".join(lines)
 
 
-def load_recipe(path: str | os.PathLike, overrides: list[str] | None = None) -> Recipe:
-    """Read a YAML recipe, apply ``key=value`` overrides and validate it."""
+def load_recipe(path: str | os.PathLike, overrides: list[str] | None = None,
+                kind: Literal["tapt", "dapt", "auto"] = "tapt") -> Recipe | DaptRecipe:
+    """Read a YAML recipe, apply ``key=value`` overrides and validate it.
+
+    ``kind``: ``tapt`` (``tapt train``), ``dapt`` (``tapt dapt``) or ``auto`` (a recipe
+    with an ``objective`` section is a DAPT recipe).
+    """
     path = Path(path)
     if not path.is_file():
         raise RecipeError(f"{path}: recipe not found")
@@ -216,8 +319,16 @@ def load_recipe(path: str | os.PathLike, overrides: list[str] | None = None) -> 
     if not isinstance(data, dict):
         raise RecipeError(f"{path}: a recipe is a mapping of sections")
     apply_overrides(data, overrides or [])
+    is_dapt = "objective" in data
+    if kind == "tapt" and is_dapt:
+        raise RecipeError(f"{path}: a DAPT recipe (it has an objective section); run it with "
+                          "tapt dapt")
+    if kind == "dapt" and not is_dapt:
+        raise RecipeError(f"{path}: not a DAPT recipe (no objective section: mlm or simcse); "
+                          "a TAPT recipe runs with tapt train")
+    schema = DaptRecipe if is_dapt else Recipe
     try:
-        return Recipe.model_validate(data)
+        return schema.model_validate(data)
     except ValidationError as err:
         raise RecipeError(format_validation_error(str(path), err)) from None
 

@@ -76,7 +76,7 @@ class BeirDataset:
         return {doc for docs in self.split(split).values() for doc in docs}
 
 
-def _decoded_lines(path: Path) -> Iterator[tuple[int, str]]:
+def decoded_lines(path: Path) -> Iterator[tuple[int, str]]:
     """``(line number, text)`` pairs; a byte that is not UTF-8 is an error naming the line."""
     with path.open("rb") as handle:
         for number, raw in enumerate(handle, start=1):
@@ -86,8 +86,8 @@ def _decoded_lines(path: Path) -> Iterator[tuple[int, str]]:
                 raise DataError(path, f"not valid UTF-8 (byte {err.start + 1})", number) from None
 
 
-def _iter_jsonl(path: Path) -> Iterator[tuple[int, dict]]:
-    for number, raw in _decoded_lines(path):
+def iter_jsonl(path: Path) -> Iterator[tuple[int, dict]]:
+    for number, raw in decoded_lines(path):
         if not raw.strip():
             continue
         try:
@@ -100,7 +100,7 @@ def _iter_jsonl(path: Path) -> Iterator[tuple[int, dict]]:
         yield number, record
 
 
-def _string_field(path: str | os.PathLike, line: int, record: dict, name: str, *, required: bool = True,
+def string_field(path: str | os.PathLike, line: int, record: dict, name: str, *, required: bool = True,
                   allow_empty: bool = False) -> str:
     if name not in record or record[name] is None:
         if required:
@@ -120,7 +120,7 @@ def read_corpus(path: str | os.PathLike, *, allow_empty: bool = False) -> dict[s
     """Read and validate ``corpus.jsonl``; ``title`` is optional and may be empty."""
     path = Path(path)
     _require_file(path)
-    return parse_corpus(_iter_jsonl(path), path, allow_empty=allow_empty)
+    return parse_corpus(iter_jsonl(path), path, allow_empty=allow_empty)
 
 
 def parse_corpus(records: Iterable[tuple[int, dict]], source: str | os.PathLike, *,
@@ -131,9 +131,9 @@ def parse_corpus(records: Iterable[tuple[int, dict]], source: str | os.PathLike,
     corpus: dict[str, Passage] = {}
     first_line: dict[str, int] = {}
     for line, record in records:
-        doc_id = _string_field(source, line, record, "_id")
-        text = _string_field(source, line, record, "text", allow_empty=allow_empty)
-        title = _string_field(source, line, record, "title", required=False, allow_empty=True)
+        doc_id = string_field(source, line, record, "_id")
+        text = string_field(source, line, record, "text", allow_empty=allow_empty)
+        title = string_field(source, line, record, "title", required=False, allow_empty=True)
         if doc_id in corpus:
             raise DataError(source, f"duplicate id '{doc_id}' (first on line "
                                     f"{first_line[doc_id]})", line, "_id")
@@ -148,7 +148,7 @@ def read_queries(path: str | os.PathLike) -> dict[str, str]:
     """Read and validate ``queries.jsonl``."""
     path = Path(path)
     _require_file(path)
-    return parse_queries(_iter_jsonl(path), path)
+    return parse_queries(iter_jsonl(path), path)
 
 
 def parse_queries(records: Iterable[tuple[int, dict]], source: str | os.PathLike
@@ -157,8 +157,8 @@ def parse_queries(records: Iterable[tuple[int, dict]], source: str | os.PathLike
     queries: dict[str, str] = {}
     first_line: dict[str, int] = {}
     for line, record in records:
-        query_id = _string_field(source, line, record, "_id")
-        text = _string_field(source, line, record, "text")
+        query_id = string_field(source, line, record, "_id")
+        text = string_field(source, line, record, "text")
         if query_id in queries:
             raise DataError(source, f"duplicate id '{query_id}' (first on line "
                                     f"{first_line[query_id]})", line, "_id")
@@ -184,7 +184,7 @@ def read_qrels(path: str | os.PathLike, corpus_ids: Iterable[str] | None = None,
     query_ids = set(query_ids) if query_ids is not None else None
     qrels: Qrels = {}
     first_line: dict[str, int] = {}
-    lines = (text for _, text in _decoded_lines(path))
+    lines = (text for _, text in decoded_lines(path))
     rows = csv.reader(lines, delimiter="\t")
     header = next(rows, None)
     if header is None:
@@ -260,7 +260,7 @@ def check_disjoint_splits(qrels: dict[str, Qrels], files: dict[str, str | os.Pat
         for query_id in judged:
             if query_id in owner:
                 path = Path(files[split])
-                line = next((number for number, text in _decoded_lines(path)
+                line = next((number for number, text in decoded_lines(path)
                              if text.split("\t", 1)[0].strip() == query_id), None)
                 raise DataError(path, f"query '{query_id}' is also judged in split "
                                       f"'{owner[query_id]}' ({files[owner[query_id]]})",

@@ -74,7 +74,20 @@ def detect_family(model_name: str) -> str:
 
 
 def get_preset(family: str, model_name: str = "") -> FamilyPreset:
-    """The preset named ``family``; ``auto`` detects it from ``model_name``."""
+    """The preset named ``family``; ``auto`` uses the preset recorded in a tapt export
+    (:mod:`tapt.encoders.preset_record`), else detects it from ``model_name``."""
+    if family == "auto" and model_name:
+        from tapt.encoders.preset_record import read_preset_record
+
+        record = read_preset_record(model_name)
+        if record is not None:
+            return FamilyPreset(record["family"], pooling=record.get("pooling"),
+                                query_prompt=record.get("query_prompt"),
+                                document_prompt=record.get("document_prompt"),
+                                max_seq_length=record.get("max_seq_length"),
+                                needs_remote_code=record.get("needs_remote_code", False),
+                                append_eos=record.get("append_eos", False),
+                                default_model=record.get("base_model"))
     if family == "auto":
         family = detect_family(model_name)
     if family not in PRESETS:

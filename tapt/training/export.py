@@ -3,12 +3,18 @@ stored prompts, the Apache-2.0 LICENSE and a model card.
 
 The card is sentence-transformers' own (base model, datasets, loss, hyperparameters,
 training logs) with a tapt section added: the dev curve, test metrics and how to load it.
+Its YAML front matter is rewritten with huggingface_hub's ``ModelCard``: sentence-transformers
+writes ``license``, ``library_name``, ``pipeline_tag``, ``tags`` and a ``model-index`` of the
+trainer's *last* dev evaluation, and no ``base_model`` or ``datasets`` for local models and
+data; tapt sets ``base_model`` (the Hub id when known), ``datasets`` and a ``model-index`` with
+the best-checkpoint dev metrics and the test metrics it measured.
 """
 
 from __future__ import annotations
 
 import importlib.resources
 import json
+import re
 from pathlib import Path
 
 from tapt.recipe import Recipe
@@ -17,6 +23,9 @@ from tapt.training.lora import merge_lora
 
 LICENSE_ID = "apache-2.0"
 CARD_SECTION_MARKER = "## Task-adaptive training with tapt"
+HUB_ID = re.compile(r"[\w.-]+/[\w.-]+")
+METRIC_NAMES = {"binary_ndcg@10": "binary nDCG@10", "graded_ndcg@10": "graded nDCG@10",
+                "mrr@10": "MRR@10", "recall@100": "Recall@100"}
 
 
 HOW_TO_LOAD = """### How to load
@@ -44,8 +53,90 @@ def set_card_metadata(model, recipe: Recipe) -> None:
     card = model.model_card_data
     card.license = LICENSE_ID
     card.language = ["en"]
-    card.model_name = f"tapt {Path(recipe.output_dir).name} ({recipe.model.name})"
+    card.model_name = f"tapt {Path(recipe.output_dir).name} ({model_label(recipe.model.name)})"
     card.tags = list(dict.fromkeys([*card.tags, "tapt", "formbench", "retrieval"]))
+    base = base_model_id(recipe.model.name)
+    if base:
+        card.base_model = base
+    repo_id = getattr(getattr(recipe, "hub", None), "repo_id", None)
+    if repo_id:  # the card's usage snippet then loads the pushed repository
+        card.model_id = repo_id
+
+
+def base_model_id(name: str) -> str | None:
+    """The Hub id of the model a run on ``name`` (a recipe's ``model.name``) started from,
+    through any chain of tapt runs (``tapt_preset.json`` records it), or None when that
+    first model is a ``package:`` or a local folder."""
+    from tapt.encoders.loading import PACKAGE_SCHEME
+    from tapt.encoders.preset_record import base_model_of
+
+    try:
+        base = base_model_of(name)
+    except (OSError, ValueError):  # an unreadable record: no claim about the base
+        return None
+    if base.startswith(PACKAGE_SCHEME) or Path(base).exists() or not HUB_ID.fullmatch(base):
+        return None
+    return base
+
+
+def model_label(name: str) -> str:
+    """``name`` as a card shows it: a Hub id or ``package:`` as is, a local path by its
+    folder name (a published card carries no paths of this machine)."""
+    from tapt.encoders.loading import PACKAGE_SCHEME
+
+    if name.startswith(PACKAGE_SCHEME) or not Path(name).exists():
+        return name
+    return Path(name).resolve().name
+
+
+def dataset_id(recipe: Recipe) -> str:
+    """The recipe's dataset for the card's ``datasets``: its Hub id, or the local folder's
+    name when the data is a local folder."""
+    files = getattr(recipe.data, "files", None)  # a DAPT recipe may read plain files only
+    path = recipe.data.path or (files[0] if files else "")
+    if not Path(path).exists() and HUB_ID.fullmatch(path):
+        return path
+    return Path(path).name or path
+
+
+def eval_results(recipe: Recipe, summary: dict[str, dict[str, float]]) -> list:
+    """``model-index`` entries for what tapt measured on this model: the best checkpoint's
+    dev metrics and the test metrics (zero-shot rows describe the base model, not this one)."""
+    from huggingface_hub import EvalResult
+
+    splits = [(recipe.data.dev_split, metrics) for name, metrics in summary.items()
+              if name.startswith("best dev")]
+    if "TAPT test" in summary:
+        splits.append((recipe.data.test_split, summary["TAPT test"]))
+    dataset = dataset_id(recipe)
+    return [EvalResult(task_type="information-retrieval", task_name="Information Retrieval",
+                       dataset_type=dataset, dataset_name=f"{_data_name(recipe)} {split}",
+                       dataset_config=recipe.data.config, dataset_split=split,
+                       metric_type=key, metric_name=METRIC_NAMES.get(key, key),
+                       metric_value=float(metrics[key]))
+            for split, metrics in splits for key in METRIC_KEYS if key in metrics]
+
+
+def card_with_front_matter(text: str, recipe: Recipe,
+                           summary: dict[str, dict[str, float]]) -> str:
+    """``text`` (a model card, with or without front matter) with tapt's metadata set:
+    license, library_name, pipeline_tag, base_model, datasets, tags and model-index."""
+    from huggingface_hub import ModelCard
+
+    card = ModelCard(text)
+    data = card.data
+    data.license = LICENSE_ID
+    data.library_name = "sentence-transformers"
+    data.pipeline_tag = "sentence-similarity"
+    base = base_model_id(recipe.model.name)
+    if base:
+        data.base_model = base
+    data.datasets = [dataset_id(recipe)] if dataset_id(recipe) else None
+    data.tags = list(dict.fromkeys([*(data.tags or []), "sentence-transformers",
+                                    "sentence-similarity", "tapt"]))
+    data.model_name = data.model_name or f"tapt {Path(recipe.output_dir).name}"
+    data.eval_results = eval_results(recipe, summary) or None
+    return str(card)
 
 
 def _data_name(recipe: Recipe) -> str:
@@ -95,7 +186,8 @@ def tapt_card_section(recipe: Recipe, history: list[dict], summary: dict[str, di
              f"{recipe.data.dev_split} `{recipe.eval.metric}`"
              + (f" (step {best_step})." if best_step is not None else "."), "",
              "| hyperparameter | value |", "|---|---|"]
-    for key, value in [("base model", recipe.model.name), ("loss", recipe.loss.name),
+    for key, value in [("base model", model_label(recipe.model.name)),
+                       ("loss", recipe.loss.name),
                        ("scale", recipe.loss.scale), ("epochs", recipe.training.epochs),
                        ("learning rate", recipe.training.learning_rate),
                        ("batch size per device", recipe.training.per_device_batch_size),
@@ -159,11 +251,13 @@ def cast_saved_weights(folder: Path, dtype: str) -> None:
 
 def write_card(folder: Path, recipe: Recipe, *, history: list[dict],
                summary: dict[str, dict[str, float]], best_step: int | None) -> None:
-    """Add (or replace) tapt's section of the model card, the dev curve and the results."""
+    """Add (or replace) tapt's section of the model card and its front matter
+    (:func:`card_with_front_matter`), the dev curve and ``tapt_results.json``."""
     curve = plot_dev_curve(history, recipe.eval.metric, folder / "dev_curve.png")
     card = folder / "README.md"
     text = card.read_text(encoding="utf-8") if card.exists() else "---\nlicense: apache-2.0\n---\n"
     text = text.split(CARD_SECTION_MARKER, 1)[0].rstrip("\n") + "\n"
+    text = card_with_front_matter(text, recipe, summary)
     card.write_text(text + tapt_card_section(recipe, history, summary, best_step, curve),
                     encoding="utf-8")
     (folder / "tapt_results.json").write_text(json.dumps(summary, indent=2) + "\n",

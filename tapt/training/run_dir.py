@@ -16,10 +16,11 @@ from pathlib import Path
 
 import yaml
 
-from tapt.recipe import Recipe, RecipeError, recipe_to_yaml
+from tapt.recipe import DaptRecipe, Recipe, RecipeError, recipe_to_yaml
 
-RUN_DEFINING_SECTIONS = ("model", "data", "loss", "training", "eval")
-"""Sections whose change makes a different run; tracking, hub and output_dir may change."""
+FREE_SECTIONS = ("tracking", "hub", "output_dir", "export")
+"""Sections that may change between a run and its resumption; any other change (model,
+data, loss or objective, training, eval, ...) makes a different run."""
 
 
 @dataclass(frozen=True)
@@ -77,7 +78,7 @@ def _differences(old: dict, new: dict, prefix: str = "") -> list[str]:
     return found
 
 
-def prepare_run_dir(recipe: Recipe) -> tuple[RunDir, str | None]:
+def prepare_run_dir(recipe: Recipe | DaptRecipe) -> tuple[RunDir, str | None]:
     """Check ``recipe.output_dir`` and return it with the checkpoint to resume from.
 
     A new or empty folder starts a run; a folder holding the same run resumes from its
@@ -91,7 +92,8 @@ def prepare_run_dir(recipe: Recipe) -> tuple[RunDir, str | None]:
             raise RecipeError(f"output_dir {run.root} is not empty and holds no tapt run "
                               "(no recipe.yaml); choose an empty or new folder")
         previous = yaml.safe_load(run.recipe_file.read_text(encoding="utf-8")) or {}
-        changed = [line for section in RUN_DEFINING_SECTIONS
+        sections = sorted((set(previous) | set(current)) - set(FREE_SECTIONS))
+        changed = [line for section in sections
                    for line in _differences({section: previous.get(section)},
                                             {section: current.get(section)})]
         if changed:
@@ -106,7 +108,7 @@ def prepare_run_dir(recipe: Recipe) -> tuple[RunDir, str | None]:
     return run, None
 
 
-def write_recipe(run: RunDir, recipe: Recipe) -> None:
+def write_recipe(run: RunDir, recipe: Recipe | DaptRecipe) -> None:
     """Record the resolved recipe (it holds no secrets: tokens come from the environment)."""
     run.root.mkdir(parents=True, exist_ok=True)
     partial = run.recipe_file.with_suffix(".yaml.tmp")

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -29,6 +28,7 @@ from tapt.data.subcorpus import subcorpus_ids
 from tapt.data.triplets import build_triplets
 from tapt.encoders.loading import ModelSpec, load_sentence_transformer
 from tapt.recipe import Recipe, RecipeError
+from tapt.training.arguments import common_arguments, is_main_process
 from tapt.training.nonfinite import QueryIdsCollator
 from tapt.training.run_dir import RunDir, checkpoint_step, prepare_run_dir, write_recipe
 
@@ -94,62 +94,19 @@ def column_prompts(model) -> dict[str, str]:
 
 def training_arguments(recipe: Recipe, run: RunDir, resuming: bool,
                        prompts: dict[str, str] | None = None):
+    """sentence-transformers' arguments: the shared ones, best checkpoint on the dev metric,
+    NO_DUPLICATES batches, per-column prompts."""
     from sentence_transformers import SentenceTransformerTrainingArguments
     from sentence_transformers.base.sampler import BatchSamplers
 
-    t = recipe.training
-    report_to = {"none": "none", "wandb": ["wandb"], "tensorboard": ["tensorboard"]}[
-        recipe.tracking.backend]
-    if recipe.tracking.backend == "wandb":
-        os.environ.setdefault("WANDB_PROJECT", recipe.tracking.project)
     return SentenceTransformerTrainingArguments(
-        output_dir=str(run.checkpoints),
-        num_train_epochs=t.epochs,
-        max_steps=t.max_steps,
-        learning_rate=t.learning_rate,
-        lr_scheduler_type=t.scheduler,
-        warmup_steps=t.warmup_ratio,  # transformers 5: a float below 1 is a ratio
-        weight_decay=t.weight_decay,
-        per_device_train_batch_size=t.per_device_batch_size,
-        per_device_eval_batch_size=recipe.eval.batch_size,
-        gradient_accumulation_steps=t.gradient_accumulation_steps,
-        bf16=t.bf16,
-        seed=t.seed,
-        data_seed=t.seed,
-        eval_strategy="steps",
-        eval_steps=t.eval_steps,
-        eval_on_start=recipe.eval.zero_shot and not resuming,
-        save_strategy="steps",
-        save_steps=t.save_steps or t.eval_steps,
-        save_total_limit=t.save_total_limit,
+        **common_arguments(recipe, run.checkpoints, resuming),
         load_best_model_at_end=True,
         metric_for_best_model=f"eval_{EVAL_NAME}_{recipe.eval.metric}",
         greater_is_better=True,
-        logging_steps=t.logging_steps,
-        logging_first_step=True,
         batch_sampler=BatchSamplers.NO_DUPLICATES,
         prompts=prompts or None,
-        **({"gradient_checkpointing": True} if t.gradient_checkpointing else {}),
-        dataloader_num_workers=t.dataloader_workers,
-        report_to=report_to,
-        run_name=recipe.tracking.run_name or Path(recipe.output_dir).name,
-        disable_tqdm=False,
-        # Without an accelerator, Accelerate only sets up multi-process (gloo) DDP when told
-        # it runs on the CPU; otherwise torchrun's ranks would train unsynchronised.
-        use_cpu=not has_accelerator(),
     )
-
-
-def has_accelerator() -> bool:
-    import torch
-
-    mps = getattr(torch.backends, "mps", None)
-    return torch.cuda.is_available() or bool(mps and mps.is_available()) or (
-        hasattr(torch, "xpu") and torch.xpu.is_available())
-
-
-def is_main_process() -> bool:
-    return int(os.environ.get("RANK", "0")) == 0
 
 
 def train(recipe: Recipe, *, run_test: bool = False, callbacks: list | None = None
@@ -167,6 +124,7 @@ def train(recipe: Recipe, *, run_test: bool = False, callbacks: list | None = No
 
     # 1. Check everything cheap before anything heavy.
     check_recipe(recipe)
+    check_hub(recipe)
     run, resume_from = prepare_run_dir(recipe)
     dataset = load_recipe_data(recipe, with_test=run_test)
     train_rows = build_triplets(dataset, recipe.data.train_split,
@@ -231,7 +189,11 @@ def train(recipe: Recipe, *, run_test: bool = False, callbacks: list | None = No
     from tapt.training.export import save_model, write_card
 
     if is_main_process():
+        from tapt.encoders.preset_record import write_preset_record
+
         save_model(model, run.final, recipe)
+        write_preset_record(run.final, model, model_spec(recipe), stage="tapt",
+                            loss=recipe.loss.name)
         result.final_dir = run.final
     trained_test = test_metrics(model, dataset, recipe) if run_test else None
     if not is_main_process():
@@ -250,7 +212,28 @@ def train(recipe: Recipe, *, run_test: bool = False, callbacks: list | None = No
                         "refused_evaluations": len(evaluator.refusals), "history": history})
     if recipe.tracking.backend == "wandb":
         finish_wandb(summary)
+    push_to_hub(recipe, run.final)
     return result
+
+
+def check_hub(recipe) -> None:
+    """Before training: a recipe that pushes at the end needs a valid repo id and a token."""
+    if recipe.hub.repo_id:
+        from tapt.hub.push import check_environment
+
+        check_environment(recipe.hub.repo_id, dry_run=False)
+
+
+def push_to_hub(recipe, folder: Path) -> None:
+    """Push an export as the recipe's ``hub`` section says (call on the main process)."""
+    hub = recipe.hub
+    if not hub.repo_id:
+        return
+    from tapt.hub import push_export
+
+    push_export(folder, hub.repo_id, private=hub.private, revision=hub.revision,
+                commit_message=hub.commit_message or f"tapt: {Path(recipe.output_dir).name}",
+                license=hub.license)
 
 
 def write_results(run: RunDir, results: dict) -> None:
@@ -271,7 +254,8 @@ def query_ids_by_text(dataset: BeirDataset, split: str) -> dict[str, str]:
 
 def check_exportable(model, evaluator, best_step: int | None) -> None:
     """Refuse to export weights that are not finite, or a run none of whose checkpoints
-    had a finite dev evaluation (the trainer would hand back the last weights)."""
+    had a finite dev evaluation (the trainer would hand back the last weights);
+    ``evaluator`` may be None (no dev evaluation)."""
     import torch
 
     from tapt.training.nonfinite import NonFiniteTrainingError
@@ -281,6 +265,8 @@ def check_exportable(model, evaluator, best_step: int | None) -> None:
         raise NonFiniteTrainingError(
             f"the trained weights hold NaN/inf ({len(broken)} tensors, e.g. {broken[0]}); "
             "nothing is exported", [])
+    if evaluator is None:
+        return
     checkpoint_evals = [entry for entry in evaluator.history if entry["step"] > 0]
     if best_step is None and evaluator.refusals and \
             all(entry.get("error") for entry in checkpoint_evals):

@@ -12,13 +12,15 @@
 from __future__ import annotations
 
 from sentence_transformers import SentenceTransformerTrainer
+from transformers import Trainer
 
 from tapt.training.lora import has_lora, load_lora_checkpoint
 from tapt.training.nonfinite import QUERY_IDS_KEY, NonFiniteGuard
 
 
-class TaptTrainer(SentenceTransformerTrainer):
-    """``SentenceTransformerTrainer`` with a non-finite guard; see the module docstring."""
+class GuardedTrainerMixin:
+    """Feed every micro-batch's loss to a :class:`NonFiniteGuard` and log its count; for
+    any transformers ``Trainer`` subclass (``guard=`` is taken by the constructor)."""
 
     def __init__(self, *args, guard: NonFiniteGuard | None = None, **kwargs) -> None:
         self.guard = guard or NonFiniteGuard()
@@ -35,6 +37,14 @@ class TaptTrainer(SentenceTransformerTrainer):
         if "loss" in logs:
             logs["nonfinite_steps"] = self.guard.skipped
         super().log(logs, start_time)
+
+
+class GuardedTrainer(GuardedTrainerMixin, Trainer):
+    """transformers' ``Trainer`` with the non-finite guard (DAPT's masked-LM training)."""
+
+
+class TaptTrainer(GuardedTrainerMixin, SentenceTransformerTrainer):
+    """``SentenceTransformerTrainer`` with a non-finite guard; see the module docstring."""
 
     def evaluation_loop(self, dataloader, description, prediction_loss_only=None,
                         ignore_keys=None, metric_key_prefix: str = "eval"):

@@ -107,3 +107,30 @@ def test_a_nan_on_one_rank_stops_every_rank_at_that_step(make_recipe):
     [event] = results["nonfinite_events"]
     assert event["step"] == 2 and event["ranks"] == [1] and len(event["query_ids"]) == 4
     assert not (output / "final").exists()
+
+
+@pytest.mark.slow
+def test_dapt_under_two_processes(make_recipe, tmp_path, tiny_bert_path, synth_path):
+    """``tapt dapt`` under torchrun: both ranks train and evaluate, rank 0 writes one
+    metrics line per evaluation and the export."""
+    output = tmp_path / "dapt-ddp"
+    recipe = {"model": {"name": str(tiny_bert_path), "max_seq_length": 64},
+              "data": {"path": str(synth_path), "dev_distractors": 10},
+              "objective": {"name": "mlm"}, "chunking": {"max_length": 64},
+              "training": {"max_steps": 4, "eval_steps": 2, "per_device_batch_size": 4,
+                           "bf16": False, "learning_rate": 1e-3, "warmup_ratio": 0.0},
+              "eval": {"batch_size": 4}, "output_dir": str(output)}
+    path = tmp_path / "dapt-ddp.yaml"
+    path.write_text(json.dumps(recipe), encoding="utf-8")  # JSON is YAML
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1",
+           "TOKENIZERS_PARALLELISM": "false"}
+    done = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
+         "--master_port", "29535", "-m", "tapt", "dapt", str(path)],
+        env=env, capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    steps = [json.loads(line)["step"] for line in
+             (output / "metrics.jsonl").read_text().splitlines()]
+    assert steps == [0, 2, 4]
+    assert (output / "final" / "model.safetensors").is_file()
+    assert (output / "final" / "tapt_preset.json").is_file()

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from tapt.cli import main
-from tapt.recipe import RecipeError, load_recipe, parse_override
+from tapt.recipe import DaptRecipe, RecipeError, load_recipe, parse_override
 from tapt.training.tapt import check_recipe
 
 REPO = Path(__file__).resolve().parents[2]
@@ -23,15 +23,34 @@ def test_the_paper_recipes_are_shipped():
 
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.name)
 def test_every_shipped_recipe_validates_and_documents_its_launch(path):
-    recipe = load_recipe(path)
-    check_recipe(recipe)
+    recipe = load_recipe(path, kind="auto")
+    command = "tapt dapt" if isinstance(recipe, DaptRecipe) else "tapt train"
+    if command == "tapt train":
+        check_recipe(recipe)
     header = path.read_text(encoding="utf-8").split("\nmodel:")[0]
-    assert f"tapt train recipes/{path.name}" in header, "header must give the launch command"
+    assert f"{command} recipes/{path.name}" in header, "header must give the launch command"
     assert "Hardware" in header
     # Remote code only where the model needs it, and then said in the header.
     if recipe.model.trust_remote_code:
-        assert recipe.model.family in ("gte", "nomic")
+        assert recipe.model.family in ("gte", "nomic") or "dapt" in recipe.model.name
         assert "trust_remote_code" in header
+
+
+def test_each_dapt_recipe_has_a_tapt_recipe_that_starts_from_its_export():
+    recipes = {path.name: load_recipe(path, kind="auto") for path in SHIPPED}
+    dapt_names = [name for name, recipe in recipes.items() if isinstance(recipe, DaptRecipe)]
+    assert {"dapt-gte.yaml", "dapt-nomic.yaml", "dapt-quickstart.yaml"} <= set(dapt_names)
+    for name in dapt_names:
+        final = f"{recipes[name].output_dir}/final"
+        followers = [other for other, recipe in recipes.items()
+                     if not isinstance(recipe, DaptRecipe) and recipe.model.name == final]
+        assert followers, f"no TAPT recipe starts from {final}"
+        for follower in followers:
+            header = (REPO / "recipes" / follower).read_text(encoding="utf-8")
+            # The header gives both commands, DAPT first.
+            assert header.index(f"tapt dapt recipes/{name}") < \
+                header.index(f"tapt train recipes/{follower}")
+            assert recipes[follower].model.family == "auto"
 
 
 def test_validate_command_accepts_all_shipped_recipes(capsys):

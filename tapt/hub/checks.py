@@ -1,0 +1,170 @@
+"""What tapt checks before a push, without any network call.
+
+huggingface_hub uploads whatever it is given (it only asks the Hub to validate the card's
+YAML). tapt first refuses, naming the folder or file, an export that:
+
+- holds no safetensors weights, or pickle weights (``*.bin``, ``*.pt``, ...), or symlinks;
+- has no ``LICENSE``, or one that is not the Apache-2.0 text when the license is apache-2.0;
+- has no model card (``README.md``), a card whose YAML front matter does not parse, or whose
+  ``license`` is not the expected one (``--license``, the recipe's ``hub.license``);
+- contains a Hub token (``HF_TOKEN``, the login cache) in any file, or a commit message that
+  does;
+- ``SentenceTransformer(folder)`` cannot load, or that encodes a sentence to non-finite values.
+
+The result is a :class:`PushPlan`: the files with their sizes and the card, which is what
+``tapt push --dry-run`` prints.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tapt.hub.errors import PushRefused
+from tapt.hub.tokens import file_containing
+
+logger = logging.getLogger(__name__)
+
+CARD = "README.md"
+LICENSE_FILE = "LICENSE"
+PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle")
+IGNORED_DIRS = (".git", ".cache")
+"""Not uploaded: git metadata and huggingface_hub's local-folder cache (as upload_folder)."""
+
+
+@dataclass(frozen=True)
+class PlannedFile:
+    path: str
+    """Path inside the folder and the repository, with ``/`` separators."""
+    size: int
+
+
+@dataclass
+class PushPlan:
+    """An export folder that passed every check: what a push uploads."""
+
+    folder: Path
+    files: list[PlannedFile]
+    card: str
+    """The model card (``README.md``) as it will be uploaded."""
+    metadata: dict = field(default_factory=dict)
+    """The card's YAML front matter."""
+
+    @property
+    def total_size(self) -> int:
+        return sum(entry.size for entry in self.files)
+
+    @property
+    def paths(self) -> list[str]:
+        return [entry.path for entry in self.files]
+
+
+def list_files(folder: Path) -> list[PlannedFile]:
+    """Every regular file under ``folder`` (sorted), skipping ``.git/`` and ``.cache/``;
+    a symlink is refused (it could point anywhere on this machine)."""
+    if not folder.is_dir():
+        raise PushRefused(f"{folder}: no such folder (expected a tapt export, e.g. "
+                          "runs/NAME/final)")
+    files = []
+    for path in sorted(folder.rglob("*")):
+        relative = path.relative_to(folder)
+        if relative.parts[0] in IGNORED_DIRS:
+            continue
+        if path.is_symlink():
+            raise PushRefused(f"{path}: is a symbolic link; tapt pushes plain files only")
+        if path.is_file():
+            files.append(PlannedFile(relative.as_posix(), path.stat().st_size))
+    return files
+
+
+def check_weights(folder: Path, files: list[PlannedFile]) -> None:
+    pickles = [entry.path for entry in files if entry.path.endswith(PICKLE_SUFFIXES)]
+    if pickles:
+        raise PushRefused(f"{folder / pickles[0]}: pickle weights are not published; a tapt "
+                          "export holds safetensors weights only")
+    if not any(entry.path.endswith(".safetensors") for entry in files):
+        raise PushRefused(f"{folder}: no safetensors weights (*.safetensors); push a tapt "
+                          "export (OUTPUT/final), not a checkpoint or an unrelated folder")
+
+
+def check_license_file(folder: Path, license: str) -> None:
+    path = folder / LICENSE_FILE
+    if not path.is_file():
+        raise PushRefused(f"{path}: missing; the export must carry its license text "
+                          f"({license})")
+    if license == "apache-2.0" and "Apache License" not in path.read_text(
+            encoding="utf-8", errors="replace"):
+        raise PushRefused(f"{path}: not the Apache-2.0 license text, but the license to "
+                          "publish under is apache-2.0")
+
+
+def read_card(folder: Path, license: str) -> tuple[str, dict]:
+    """The card's text and front matter; refused unless it declares ``license``."""
+    from huggingface_hub import ModelCard
+
+    path = folder / CARD
+    if not path.is_file():
+        raise PushRefused(f"{path}: missing model card")
+    text = path.read_text(encoding="utf-8")
+    if not text.lstrip().startswith("---"):
+        raise PushRefused(f"{path}: no YAML front matter (--- ... ---) declaring the license")
+    try:
+        metadata = ModelCard(text).data.to_dict()
+    except Exception as err:  # yaml.YAMLError, ValueError (bad model-index), ...
+        raise PushRefused(f"{path}: the YAML front matter does not parse: "
+                          f"{str(err).splitlines()[0] if str(err) else type(err).__name__}"
+                          ) from err
+    declared = metadata.get("license")
+    if not isinstance(declared, str) or declared.lower() != license:
+        raise PushRefused(f"{path}: front matter license is {declared!r}, expected "
+                          f"{license!r} (--license, or the recipe's hub.license)")
+    return text, metadata
+
+
+def check_no_secret(folder: Path, files: list[PlannedFile], tokens: list[str],
+                    commit_message: str | None) -> None:
+    leaked = file_containing((folder / entry.path for entry in files), tokens)
+    if leaked is not None:
+        raise PushRefused(f"{leaked}: contains a Hub token (HF_TOKEN or the login cache); "
+                          "remove it and rotate the token before publishing")
+    if commit_message and any(token in commit_message for token in tokens):
+        raise PushRefused("the commit message contains a Hub token")
+
+
+def check_loads(folder: Path, trust_remote_code: bool = False) -> None:
+    """``SentenceTransformer(folder)`` on the CPU, from local files only, and one finite
+    embedding."""
+    from sentence_transformers import SentenceTransformer
+
+    try:
+        model = SentenceTransformer(str(folder), device="cpu", local_files_only=True,
+                                    trust_remote_code=trust_remote_code)
+        embedding = model.encode(["tapt push check"], convert_to_numpy=True)
+    except Exception as err:
+        first = str(err).splitlines()[0] if str(err) else ""
+        hint = " (pass --trust-remote-code if you trust the model's own code)" \
+            if "trust_remote_code" in str(err) and not trust_remote_code else ""
+        raise PushRefused(f"{folder}: SentenceTransformer cannot load it: "
+                          f"{type(err).__name__}: {first}{hint}") from err
+    if not all(math.isfinite(float(value)) for value in embedding.ravel()):
+        raise PushRefused(f"{folder}: the model encodes to non-finite values (NaN/inf)")
+
+
+def check_export(folder: Path, *, license: str = "apache-2.0", tokens: Sequence[str] = (),
+                 commit_message: str | None = None, trust_remote_code: bool = False
+                 ) -> PushPlan:
+    """Run every check on ``folder``, cheapest first; raise :class:`PushRefused` on the first
+    failure, else return what a push would upload. Nothing is written, nothing is sent."""
+    folder = Path(folder)
+    license = license.lower()
+    files = list_files(folder)
+    check_weights(folder, files)
+    check_license_file(folder, license)
+    card, metadata = read_card(folder, license)
+    check_no_secret(folder, files, list(tokens), commit_message)
+    check_loads(folder, trust_remote_code)
+    logger.debug("%s: %d files pass tapt's push checks", folder, len(files))
+    return PushPlan(folder=folder, files=files, card=card, metadata=metadata)

@@ -1,0 +1,61 @@
+"""Trainer arguments every tapt run shares (TAPT and DAPT): schedule, precision, steps,
+checkpoints, logging and tracking, taken from a recipe's ``training``, ``eval`` and
+``tracking`` sections."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+
+def has_accelerator() -> bool:
+    import torch
+
+    mps = getattr(torch.backends, "mps", None)
+    return torch.cuda.is_available() or bool(mps and mps.is_available()) or (
+        hasattr(torch, "xpu") and torch.xpu.is_available())
+
+
+def is_main_process() -> bool:
+    return int(os.environ.get("RANK", "0")) == 0
+
+
+def common_arguments(recipe, checkpoints: Path, resuming: bool) -> dict[str, Any]:
+    """Keyword arguments for ``TrainingArguments`` (or sentence-transformers' subclass)."""
+    t = recipe.training
+    report_to = {"none": "none", "wandb": ["wandb"], "tensorboard": ["tensorboard"]}[
+        recipe.tracking.backend]
+    if recipe.tracking.backend == "wandb":
+        os.environ.setdefault("WANDB_PROJECT", recipe.tracking.project)
+    return dict(
+        output_dir=str(checkpoints),
+        num_train_epochs=t.epochs,
+        max_steps=t.max_steps,
+        learning_rate=t.learning_rate,
+        lr_scheduler_type=t.scheduler,
+        warmup_steps=t.warmup_ratio,  # transformers 5: a float below 1 is a ratio
+        weight_decay=t.weight_decay,
+        per_device_train_batch_size=t.per_device_batch_size,
+        per_device_eval_batch_size=recipe.eval.batch_size,
+        gradient_accumulation_steps=t.gradient_accumulation_steps,
+        bf16=t.bf16,
+        seed=t.seed,
+        data_seed=t.seed,
+        eval_strategy="steps",
+        eval_steps=t.eval_steps,
+        eval_on_start=recipe.eval.zero_shot and not resuming,
+        save_strategy="steps",
+        save_steps=t.save_steps or t.eval_steps,
+        save_total_limit=t.save_total_limit,
+        logging_steps=t.logging_steps,
+        logging_first_step=True,
+        **({"gradient_checkpointing": True} if t.gradient_checkpointing else {}),
+        dataloader_num_workers=t.dataloader_workers,
+        report_to=report_to,
+        run_name=recipe.tracking.run_name or Path(recipe.output_dir).name,
+        disable_tqdm=False,
+        # Without an accelerator, Accelerate only sets up multi-process (gloo) DDP when told
+        # it runs on the CPU; otherwise torchrun's ranks would train unsynchronised.
+        use_cpu=not has_accelerator(),
+    )
