@@ -109,12 +109,13 @@ def dapt(recipe: DaptRecipe, *, callbacks: list | None = None) -> DaptResult:
 
     from tapt.data.passages import collect_passages, split_held_out
     from tapt.encoders.loading import load_sentence_transformer
-    from tapt.training.nonfinite import NonFiniteGuard, NonFiniteTrainingError
+    from tapt.training.nonfinite import NonFiniteGuard
     from tapt.training.tapt import (
         check_hub,
         model_spec,
         push_to_hub,
         read_history,
+        run_trainer,
         write_results,
     )
 
@@ -144,15 +145,7 @@ def dapt(recipe: DaptRecipe, *, callbacks: list | None = None) -> DaptResult:
                             guard, callbacks, resume_from is not None)
 
     # 3. Train.
-    try:
-        trainer.train(resume_from_checkpoint=resume_from)
-    except NonFiniteTrainingError as err:
-        if is_main_process():
-            write_results(run, {"status": "stopped: non-finite", "error": str(err),
-                                "nonfinite_events": err.events,
-                                "last_checkpoint": run.last_checkpoint(),
-                                "history": read_history(run)})
-        raise
+    run_trainer(trainer, run, resume_from)
     finish()
 
     # 4. Export the encoder as it ended (DAPT keeps no "best" checkpoint).

@@ -119,7 +119,7 @@ def train(recipe: Recipe, *, run_test: bool = False, callbacks: list | None = No
     """
     from tapt.retrieval.evaluator import RetrievalEvaluator
     from tapt.training.losses import build_loss
-    from tapt.training.nonfinite import NonFiniteGuard, NonFiniteTrainingError
+    from tapt.training.nonfinite import NonFiniteGuard
     from tapt.training.trainer import TaptTrainer
 
     # 1. Check everything cheap before anything heavy.
@@ -171,15 +171,7 @@ def train(recipe: Recipe, *, run_test: bool = False, callbacks: list | None = No
         zero_shot_test = test_metrics(model, dataset, recipe)
 
     # 3. Train (the best checkpoint is loaded at the end).
-    try:
-        trainer.train(resume_from_checkpoint=resume_from)
-    except NonFiniteTrainingError as err:
-        if is_main_process():
-            write_results(run, {"status": "stopped: non-finite", "error": str(err),
-                                "nonfinite_events": err.events,
-                                "last_checkpoint": run.last_checkpoint(),
-                                "history": read_history(run)})
-        raise
+    run_trainer(trainer, run, resume_from)
     best_step = checkpoint_step(trainer.state.best_model_checkpoint)
     history = read_history(run)
     check_exportable(model, evaluator, best_step)
@@ -234,6 +226,21 @@ def push_to_hub(recipe, folder: Path) -> None:
     push_export(folder, hub.repo_id, private=hub.private, revision=hub.revision,
                 commit_message=hub.commit_message or f"tapt: {Path(recipe.output_dir).name}",
                 license=hub.license)
+
+
+def run_trainer(trainer, run: RunDir, resume_from: str | None) -> None:
+    """``trainer.train``; a non-finite stop is recorded in ``results.json`` and re-raised."""
+    from tapt.training.nonfinite import NonFiniteTrainingError
+
+    try:
+        trainer.train(resume_from_checkpoint=resume_from)
+    except NonFiniteTrainingError as err:
+        if is_main_process():
+            write_results(run, {"status": "stopped: non-finite", "error": str(err),
+                                "nonfinite_events": err.events,
+                                "last_checkpoint": run.last_checkpoint(),
+                                "history": read_history(run)})
+        raise
 
 
 def write_results(run: RunDir, results: dict) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import sys
 
-from nan_injection import poisoning
+from faults import poisoning
 
 import tapt.training.losses as losses_module
 from tapt.cli import main

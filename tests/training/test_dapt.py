@@ -9,9 +9,9 @@ import json
 import pytest
 import torch
 import yaml
+from faults import CrashAt
 from safetensors.torch import load_file
 from sentence_transformers import SentenceTransformer
-from transformers import TrainerCallback
 
 from tapt.cli import main
 from tapt.data.beir import DataError
@@ -122,14 +122,6 @@ def test_mlm_needs_a_mask_token(dapt_recipe, tiny_qwen3_path):
     assert not (output / "final").exists()
 
 
-class StopAt(TrainerCallback):
-    def __init__(self, step: int) -> None:
-        self.step = step
-
-    def on_step_end(self, args, state, control, **kwargs):
-        if state.global_step == self.step:
-            raise KeyboardInterrupt("simulated crash")
-
 
 def test_an_interrupted_dapt_run_resumes_to_the_same_weights(dapt_recipe):
     settings = {"training": {"max_steps": 6, "eval_steps": 3, "save_total_limit": 3}}
@@ -137,7 +129,7 @@ def test_an_interrupted_dapt_run_resumes_to_the_same_weights(dapt_recipe):
     dapt(load_recipe(straight_file, kind="dapt"))
     crash_file, crashed = dapt_recipe("crashed", **settings)
     with pytest.raises(KeyboardInterrupt):
-        dapt(load_recipe(crash_file, kind="dapt"), callbacks=[StopAt(4)])
+        dapt(load_recipe(crash_file, kind="dapt"), callbacks=[CrashAt(4)])
     assert (crashed / "checkpoints" / "checkpoint-3").is_dir()
     assert not (crashed / "final").exists()
     assert dapt(load_recipe(crash_file, kind="dapt")).final_dir is not None

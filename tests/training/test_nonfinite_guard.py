@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from nan_injection import poisoning
+from faults import poisoning
 from safetensors.torch import load_file
 from transformers import TrainerCallback
 

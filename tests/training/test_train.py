@@ -8,9 +8,9 @@ import shutil
 import numpy as np
 import pytest
 import torch
+from faults import CrashAt
 from safetensors.torch import load_file
 from sentence_transformers import SentenceTransformer
-from transformers import TrainerCallback
 
 from tapt.cli import main
 from tapt.data.sources import load_data
@@ -151,16 +151,6 @@ def test_lora_export_merges_weights_exactly(make_recipe, tiny_bert_path, tmp_pat
     SentenceTransformer(str(final)).encode(texts)
 
 
-class StopAt(TrainerCallback):
-    """Simulate a crash after step ``step``."""
-
-    def __init__(self, step: int) -> None:
-        self.step = step
-
-    def on_step_end(self, args, state, control, **kwargs):
-        if state.global_step == self.step:
-            raise KeyboardInterrupt("simulated crash")
-
 
 def test_resume_gives_the_same_weights_as_an_uninterrupted_run(make_recipe):
     steps = {"max_steps": 6, "eval_steps": 3, "save_total_limit": 3}
@@ -169,7 +159,7 @@ def test_resume_gives_the_same_weights_as_an_uninterrupted_run(make_recipe):
 
     crash_file, crashed = make_recipe("crashed", training=steps)
     with pytest.raises(KeyboardInterrupt):
-        train(load_recipe(crash_file), callbacks=[StopAt(4)])
+        train(load_recipe(crash_file), callbacks=[CrashAt(4)])
     assert (crashed / "checkpoints" / "checkpoint-3").is_dir()
     assert not (crashed / "final").exists()
     result = train(load_recipe(crash_file))  # same recipe, same folder: resumes

@@ -1,8 +1,10 @@
-"""Make a training loss NaN at chosen optimizer steps (for the non-finite guard's tests)."""
+"""Faults injected into training runs: a NaN loss at chosen steps, a crash after a step."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Collection
+
+from transformers import TrainerCallback
 
 
 def poisoning(build: Callable, steps: Collection[int]) -> Callable:
@@ -23,3 +25,14 @@ def poisoning(build: Callable, steps: Collection[int]) -> Callable:
         loss.forward = poisoned
         return loss
     return building
+
+
+class CrashAt(TrainerCallback):
+    """Simulate a crash (KeyboardInterrupt) right after optimizer step ``step``."""
+
+    def __init__(self, step: int) -> None:
+        self.step = step
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if state.global_step == self.step:
+            raise KeyboardInterrupt("simulated crash")
