@@ -132,6 +132,37 @@ def build_parser() -> argparse.ArgumentParser:
     push.add_argument("--dry-run", action="store_true",
                       help="check, list the files and print the card; no network call")
 
+    mine = commands.add_parser("mine", help="mine hard negatives from the corpus with BM25 "
+                                            "or a model (a teacher), for data.mined_negatives")
+    mine.add_argument("--data", required=True, help="local BEIR folder or Hub dataset id")
+    mine.add_argument("--config", default=None)
+    mine.add_argument("--revision", default=None)
+    mine.add_argument("--split", default="train", choices=SPLITS)
+    mine.add_argument("--lenient", action="store_true")
+    mine.add_argument("--no-title", action="store_true")
+    mine.add_argument("--retriever", required=True,
+                      help="bm25, or a model: Hub id, path (e.g. runs/x/final), package:...")
+    mine.add_argument("--output", type=Path, required=True, help="mined negatives (JSONL)")
+    mine.add_argument("--overwrite", action="store_true")
+    mine.add_argument("--depth", type=positive_int, default=100,
+                      help="ranks considered per query (default 100)")
+    mine.add_argument("--skip-top", type=int, default=0,
+                      help="ranks 1..N are never taken (likely unlabelled positives)")
+    mine.add_argument("--margin", type=_margin, default=0.05,
+                      help="drop candidates scoring above (1 - MARGIN) x the query's best "
+                           "anchor score (default 0.05; 'none' turns it off)")
+    mine.add_argument("--per-query", type=positive_int, default=3, help="negatives per query")
+    mine.add_argument("--sampling", choices=("random", "top"), default="random",
+                      help="random among the candidates left (default), or the top ones")
+    mine.add_argument("--seed", type=int, default=0)
+    mine.add_argument("--family", default="auto")
+    mine.add_argument("--max-seq-length", type=int, default=None)
+    mine.add_argument("--batch-size", type=int, default=32)
+    mine.add_argument("--max-tokens-per-batch", type=positive_int, default=None)
+    mine.add_argument("--dtype", choices=DTYPE_NAMES, default="auto")
+    mine.add_argument("--trust-remote-code", action="store_true")
+    mine.add_argument("--quiet", action="store_true")
+
     check = commands.add_parser("validate", help="check recipes without loading models")
     check.add_argument("recipes", type=Path, nargs="+")
     return parser
@@ -340,6 +371,48 @@ def cmd_push(args: argparse.Namespace) -> int:
     return 0
 
 
+def _margin(text: str) -> float | None:
+    return None if text.lower() == "none" else float(text)
+
+
+def cmd_mine(args: argparse.Namespace) -> int:
+    from tapt.data.sources import load_data
+    from tapt.retrieval.mining import MiningSettings, mine, summary_table, write_mined
+
+    if args.output.exists() and not args.overwrite:
+        raise FileExistsError(f"{args.output} exists; pass --overwrite to replace it")
+    settings = MiningSettings(per_query=args.per_query, depth=args.depth,
+                              skip_top=args.skip_top, margin=args.margin,
+                              sampling=args.sampling, seed=args.seed)
+    settings.check()
+    dataset = load_data(args.data, args.config, [args.split], revision=args.revision,
+                        require_anchor=not args.lenient, allow_empty=args.lenient)
+    if args.retriever == "bm25":
+        from tapt.encoders.bm25 import BM25Retriever
+
+        retriever = BM25Retriever(top_k=args.depth, progress=not args.quiet)
+    else:
+        from tapt.encoders.loading import ModelSpec
+        from tapt.encoders.sentence import SentenceTransformerEncoder
+        from tapt.retrieval.dense import DenseRetriever
+
+        spec = ModelSpec(args.retriever, family=args.family,
+                         max_seq_length=args.max_seq_length,
+                         trust_remote_code=args.trust_remote_code, dtype=args.dtype)
+        encoder = SentenceTransformerEncoder.load(
+            spec, show_progress=not args.quiet, max_tokens_per_batch=args.max_tokens_per_batch)
+        retriever = DenseRetriever(encoder, batch_size=args.batch_size, top_k=args.depth,
+                                   progress=not args.quiet)
+    records, summary = mine(retriever, dataset, args.split, settings,
+                            with_title=not args.no_title)
+    write_mined(args.output, records, retriever=retriever.name, settings=settings,
+                data=dataset.source, split=args.split)
+    console.print(summary_table(summary, settings,
+                                f"mined {args.split} negatives with {retriever.name}"))
+    console.print(f"written to {args.output}")
+    return 0
+
+
 def cmd_validate(args: argparse.Namespace) -> int:
     from tapt.recipe import DaptRecipe, RecipeError, load_recipe
     from tapt.training.tapt import check_recipe
@@ -358,7 +431,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {"data": cmd_data, "eval": cmd_eval, "bm25": cmd_bm25, "train": cmd_train,
-            "dapt": cmd_dapt,
+            "dapt": cmd_dapt, "mine": cmd_mine,
             "push": cmd_push, "validate": cmd_validate}
 
 

@@ -58,6 +58,10 @@ class DataSettings(Section):
     test_split: str = "test"
     soft_negative: bool = False
     """Add the soft negative (grade 1) as a second explicit negative column."""
+    mined_negatives: str | None = None
+    """A ``tapt mine`` output for the train split: its negatives become more columns."""
+    negatives_per_query: int = Field(0, ge=0)
+    """Mined negatives per row (after the graded ones); needs ``mined_negatives``."""
     missing_hard_negative: Literal["drop", "pair"] = "drop"
     with_title: bool = True
     dev_distractors: int | None = Field(20000, ge=0)

@@ -1,9 +1,11 @@
-"""Training rows from graded qrels: (query, anchor, hard negative[, soft negative]).
+"""Training rows from graded qrels: (query, anchor, hard negative[, soft negative][, mined...]).
 
 The anchor (grade 3) is the positive; the hard negative (grade 2) is the explicit
-negative that MultipleNegativesRankingLoss adds to the in-batch negatives. Rows are
-returned as a ``datasets.Dataset`` (columns ``query``, ``positive``, ``negative``,
-optionally ``soft_negative``), the input sentence-transformers' trainer expects.
+negative that MultipleNegativesRankingLoss adds to the in-batch negatives; the soft
+negative (grade 1) and negatives mined from the corpus (``tapt mine``) follow as more
+columns. Rows are returned as a ``datasets.Dataset`` (columns ``query``, ``positive``,
+``negative``, optionally ``soft_negative`` and ``mined_1`` ... ``mined_K``), the input
+sentence-transformers' trainer expects.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ class TripletStats:
     rows: int = 0
     pairs: int = 0
     dropped: int = 0
+    short_mined: int = 0
+    """Rows with fewer mined negatives than asked (their query had fewer)."""
 
 
 def _graded(judged: dict[str, int], grade: int) -> list[str]:
@@ -35,11 +39,15 @@ def _graded(judged: dict[str, int], grade: int) -> list[str]:
 
 def build_rows(dataset: BeirDataset, split: str = "train", *, soft_negative: bool = False,
                missing: MissingPolicy = "drop", with_title: bool = True,
+               mined: dict[str, list[str]] | None = None, mined_per_row: int = 0,
                ) -> tuple[list[dict[str, str]], TripletStats]:
     """One row per (query, anchor); negatives cycle when a query has several anchors.
 
     A query without a hard negative (or without a soft one when ``soft_negative``) is
     dropped with ``missing="drop"`` or kept as a shorter row with ``missing="pair"``.
+    ``mined`` (query id -> negative ids, e.g. :func:`tapt.data.mined.read_mined`) adds
+    ``mined_per_row`` columns after the graded ones; a query with fewer mined negatives
+    keeps a row with fewer columns.
     """
     if missing not in ("drop", "pair"):
         raise ValueError(f"missing must be 'drop' or 'pair', got {missing!r}")
@@ -62,6 +70,12 @@ def build_rows(dataset: BeirDataset, split: str = "train", *, soft_negative: boo
                 if soft_negative and soft:
                     row["soft_negative"] = dataset.corpus[soft[position % len(soft)]].as_text(
                         with_title)
+            if mined_per_row and mined is not None:
+                chosen = rotated(mined.get(query_id, []), position * mined_per_row,
+                                 mined_per_row)
+                stats.short_mined += len(chosen) < mined_per_row
+                for number, doc_id in enumerate(chosen, start=1):
+                    row[f"mined_{number}"] = dataset.corpus[doc_id].as_text(with_title)
             rows.append(row)
             stats.rows += 1
             stats.pairs += "negative" not in row
@@ -71,22 +85,42 @@ def build_rows(dataset: BeirDataset, split: str = "train", *, soft_negative: boo
     return rows, stats
 
 
+def rotated(items: list[str], start: int, count: int) -> list[str]:
+    """``count`` items of ``items`` from ``start`` on, wrapping around (all of them, in
+    order, when there are no more than ``count``)."""
+    if len(items) <= count:
+        return list(items)
+    return [items[(start + offset) % len(items)] for offset in range(count)]
+
+
 def build_triplets(dataset: BeirDataset, split: str = "train", *, soft_negative: bool = False,
-                   missing: MissingPolicy = "drop", with_title: bool = True):
+                   missing: MissingPolicy = "drop", with_title: bool = True,
+                   mined: dict[str, list[str]] | None = None, mined_per_row: int = 0):
     """Rows as a ``datasets.Dataset``, or a ``DatasetDict`` keyed by column layout
-    (``triplets``, ``pairs``, ...) when ``missing="pair"`` leaves rows of several shapes;
-    the sentence-transformers trainer accepts both with one loss."""
+    (``triplets``, ``pairs``, ...) when rows come in several shapes (``missing="pair"``,
+    queries with fewer mined negatives); the sentence-transformers trainer accepts both
+    with one loss."""
     from datasets import Dataset, DatasetDict
 
     rows, stats = build_rows(dataset, split, soft_negative=soft_negative, missing=missing,
-                             with_title=with_title)
-    logger.info("%s: %d rows from %d queries (%d pairs, %d queries dropped)", split,
-                stats.rows, stats.queries, stats.pairs, stats.dropped)
+                             with_title=with_title, mined=mined, mined_per_row=mined_per_row)
+    logger.info("%s: %d rows from %d queries (%d pairs, %d queries dropped, %d rows with "
+                "fewer than %d mined negatives)", split, stats.rows, stats.queries,
+                stats.pairs, stats.dropped, stats.short_mined, mined_per_row)
     groups: dict[tuple[str, ...], list[dict[str, str]]] = {}
     for row in rows:
         groups.setdefault(tuple(row), []).append(row)
     if len(groups) == 1:
         return Dataset.from_list(rows)
-    names = {2: "pairs", 3: "triplets", 4: "quadruplets"}
-    return DatasetDict({names[len(columns)]: Dataset.from_list(group)
-                        for columns, group in groups.items()})
+    named: dict[str, Dataset] = {}
+    for columns, group in groups.items():
+        name = group_name(columns)
+        name = name if name not in named else f"{name}_{len(named)}"  # same width, other columns
+        named[name] = Dataset.from_list(group)
+    return DatasetDict(named)
+
+
+def group_name(columns: tuple[str, ...]) -> str:
+    """``pairs``, ``triplets``, ``quadruplets``, else ``tuples_N`` (N columns)."""
+    return {2: "pairs", 3: "triplets", 4: "quadruplets"}.get(len(columns),
+                                                             f"tuples_{len(columns)}")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -24,7 +24,10 @@ class BM25Retriever:
         self.progress = progress
 
     def retrieve(self, corpus_ids: Sequence[str], corpus_texts: Sequence[str],
-                 query_ids: Sequence[str], query_texts: Sequence[str]) -> Retrieval:
+                 query_ids: Sequence[str], query_texts: Sequence[str], *,
+                 also_score: Mapping[str, Sequence[str]] | None = None) -> Retrieval:
+        """Top-k per query (passages scoring 0 are left out); ``also_score`` adds the
+        scores of those passages for those queries even below ``top_k`` (0 included)."""
         import bm25s
         from bm25s.tokenization import Tokenizer
 
@@ -48,6 +51,14 @@ class BM25Retriever:
         for query_id, row_positions, row_scores in zip(query_ids, positions, scores):
             run[query_id] = {corpus_ids[int(p)]: float(s)
                              for p, s in zip(row_positions, row_scores) if s > 0}
+        if also_score:
+            position = {doc_id: p for p, doc_id in enumerate(corpus_ids)}
+            for query_id, ids in zip(query_ids, query_tokens):
+                wanted = [position[d] for d in also_score.get(query_id, ()) if d in position]
+                if wanted:
+                    scores_all = model.get_scores_from_ids(list(ids))
+                    run.setdefault(query_id, {}).update(
+                        {corpus_ids[p]: float(scores_all[p]) for p in wanted})
         tokens = int(np.sum([len(ids) for ids in corpus_tokens.ids]))
         timings = throughput(len(corpus_ids), tokens, index_seconds, len(query_ids),
                              query_seconds, search_seconds)

@@ -12,7 +12,7 @@ corpus encode. Under DDP each rank encodes a share and rank 0 searches
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -110,6 +110,22 @@ def rank(index: ExactIndex, row_ids: Sequence[str], query_ids: Sequence[str],
     return run, seconds
 
 
+def add_pair_scores(run: Run, index: ExactIndex, row_ids: Sequence[str],
+                    query_ids: Sequence[str], query_embeddings: np.ndarray,
+                    pairs: Mapping[str, Sequence[str]]) -> None:
+    """Score the given (query, passage) pairs exactly as the index scores them and add
+    them to ``run``."""
+    row_of = {doc_id: row for row, doc_id in enumerate(row_ids)}
+    query_row = {query_id: row for row, query_id in enumerate(query_ids)}
+    for query_id, doc_ids in pairs.items():
+        rows = [row_of[doc_id] for doc_id in doc_ids if doc_id in row_of]
+        if query_id not in query_row or not rows:
+            continue
+        scores = index.score(query_embeddings[query_row[query_id]], rows)
+        run.setdefault(query_id, {}).update(
+            {row_ids[row]: float(score) for row, score in zip(rows, scores)})
+
+
 class DenseRetriever:
     """Exact top-k retrieval with any :class:`Encoder`.
 
@@ -130,7 +146,11 @@ class DenseRetriever:
         return self.encoder.name
 
     def retrieve(self, corpus_ids: Sequence[str], corpus_texts: Sequence[str],
-                 query_ids: Sequence[str], query_texts: Sequence[str]) -> Retrieval:
+                 query_ids: Sequence[str], query_texts: Sequence[str], *,
+                 also_score: Mapping[str, Sequence[str]] | None = None) -> Retrieval:
+        """Top-k per query; ``also_score`` adds the scores of those passages for those
+        queries to the run even when they rank below ``top_k`` (mining needs the anchor's
+        score for its margin)."""
         encoder = self.encoder
         start = time.perf_counter()
         queries = EncodingTally()
@@ -158,8 +178,11 @@ class DenseRetriever:
         check_finite(passages, encoder.name, "passages", corpus_ids)
         if not main:
             return Retrieval(run=None)
-        row_ids = [corpus_ids[p] for p in np.concatenate(order)] if order else []
+        rows = np.concatenate(order) if order else np.zeros(0, dtype=np.int64)
+        row_ids = [corpus_ids[p] for p in rows]
         run, search_seconds = rank(index, row_ids, query_ids, query_embeddings, self.top_k)
+        if also_score:
+            add_pair_scores(run, index, row_ids, query_ids, query_embeddings, also_score)
         timings = throughput(len(corpus_texts), passages.tokens, corpus_seconds,
                              len(query_texts), query_seconds, search_seconds)
         timings["faiss_gpu"] = float(index.on_gpu)

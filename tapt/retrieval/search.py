@@ -62,6 +62,12 @@ class ExactIndex:
             logger.info("FAISS index (%d rows) sharded across %d GPUs", self.size, gpu_count())
         return self._gpu_index
 
+    def score(self, query: np.ndarray, positions: list[int]) -> np.ndarray:
+        """Inner products of one query with the rows at ``positions`` (as ``search`` would
+        score them: normalised when the index normalises)."""
+        rows = np.vstack([self.index.reconstruct(int(p)) for p in positions])
+        return rows @ self._prepare(query[None, :])[0]
+
     def search(self, queries: np.ndarray, top_k: int = 100) -> tuple[np.ndarray, np.ndarray]:
         """Exact top-``top_k``: ``(scores, positions)``, each ``(n_queries, k)``; -1 pads."""
         if top_k < 1:

@@ -73,6 +73,9 @@ def check_recipe(recipe: Recipe) -> None:
         raise RecipeError(f"training.save_steps ({save_steps}) must be a multiple of "
                           f"training.eval_steps ({training.eval_steps}) to keep the best "
                           "checkpoint")
+    if bool(recipe.data.mined_negatives) != bool(recipe.data.negatives_per_query):
+        raise RecipeError("data.mined_negatives and data.negatives_per_query go together: "
+                          "give the tapt mine output and how many of its negatives per row")
     splits = (recipe.data.train_split, recipe.data.dev_split, recipe.data.test_split)
     if len(set(splits)) != 3:
         raise RecipeError(f"data.train_split, data.dev_split and data.test_split must differ "
@@ -80,16 +83,24 @@ def check_recipe(recipe: Recipe) -> None:
                           "metrics would be measured on training queries")
 
 
-def column_prompts(model) -> dict[str, str]:
-    """The model's query/document prompts per training column, as the data collator wants.
+def column_prompts(model, columns: list[str] | None = None) -> dict[str, str]:
+    """The model's query/document prompts per training column, as the data collator wants:
+    the query prompt on ``query``, the document prompt on every other column.
 
     sentence-transformers' trainer ignores ``model.prompts``: without this, Qwen3 would
     train on bare queries but be evaluated (and used) with its instruction.
     """
     query, document = model.prompts.get("query", ""), model.prompts.get("document", "")
-    columns = {"query": query, "positive": document, "negative": document,
-               "soft_negative": document}
-    return {column: prompt for column, prompt in columns.items() if prompt}
+    columns = columns or ["query", "positive", "negative", "soft_negative"]
+    prompts = {column: query if column == "query" else document for column in columns}
+    return {column: prompt for column, prompt in prompts.items() if prompt}
+
+
+def dataset_columns(rows) -> list[str]:
+    """Every column of a training ``Dataset`` or ``DatasetDict``."""
+    if hasattr(rows, "column_names") and isinstance(rows.column_names, dict):
+        return list(dict.fromkeys(c for names in rows.column_names.values() for c in names))
+    return list(rows.column_names)
 
 
 def training_arguments(recipe: Recipe, run: RunDir, resuming: bool,
@@ -127,10 +138,16 @@ def train(recipe: Recipe, *, run_test: bool = False, callbacks: list | None = No
     check_hub(recipe)
     run, resume_from = prepare_run_dir(recipe)
     dataset = load_recipe_data(recipe, with_test=run_test)
+    mined = None
+    if recipe.data.mined_negatives:
+        from tapt.data.mined import read_mined
+
+        mined = read_mined(recipe.data.mined_negatives, dataset, recipe.data.train_split)
     train_rows = build_triplets(dataset, recipe.data.train_split,
                                 soft_negative=recipe.data.soft_negative,
                                 missing=recipe.data.missing_hard_negative,
-                                with_title=recipe.data.with_title)
+                                with_title=recipe.data.with_title, mined=mined,
+                                mined_per_row=recipe.data.negatives_per_query)
     dev_ids = subcorpus_ids(dataset, recipe.data.dev_split,
                             distractors=recipe.data.dev_distractors, seed=recipe.data.dev_seed)
     if is_main_process():
@@ -160,7 +177,7 @@ def train(recipe: Recipe, *, run_test: bool = False, callbacks: list | None = No
     guard = NonFiniteGuard(recipe.training.on_nonfinite, recipe.training.max_nonfinite_steps,
                            evaluator=evaluator)
     args = training_arguments(recipe, run, resuming=resume_from is not None,
-                              prompts=column_prompts(model))
+                              prompts=column_prompts(model, dataset_columns(train_rows)))
     trainer = TaptTrainer(model=model, args=args, train_dataset=train_rows, loss=loss,
                           evaluator=evaluator, callbacks=callbacks, guard=guard)
     trainer.data_collator = QueryIdsCollator(trainer.data_collator,

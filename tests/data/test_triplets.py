@@ -138,3 +138,24 @@ def test_unknown_policy_and_split(tiny):
         build_rows(tiny, missing="skip")
     with pytest.raises(KeyError):
         build_rows(tiny, "validation")
+
+
+def test_mined_negatives_follow_the_graded_ones_and_short_rows_are_kept(tiny):
+    from tapt.data.triplets import build_rows, build_triplets
+
+    qrels = tiny.split("train")
+    first, second = list(qrels)[:2]
+    free = {q: [d for d in tiny.corpus if d not in qrels[q]] for q in (first, second)}
+    mined = {first: free[first][:3], second: free[second][:1]}
+    assert len(mined[first]) >= 2
+    rows, stats = build_rows(tiny, "train", mined=mined, mined_per_row=2)
+    by_query = {row["query"]: row for row in rows}
+    row = by_query[tiny.queries[first]]
+    assert list(row)[:3] == ["query", "positive", "negative"]
+    assert [row["mined_1"], row["mined_2"]] == [tiny.corpus[d].as_text()
+                                                for d in mined[first][:2]]
+    assert "mined_2" not in by_query[tiny.queries[second]]  # one mined: a shorter row, kept
+    assert stats.short_mined == len(rows) - 1
+    table = build_triplets(tiny, "train", mined=mined, mined_per_row=2)
+    widths = sorted(len(part.column_names) for part in table.values())
+    assert widths == [4, 5]  # one mined negative: a row of 4 columns, not dropped

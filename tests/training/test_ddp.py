@@ -134,3 +134,32 @@ def test_dapt_under_two_processes(make_recipe, tmp_path, tiny_bert_path, synth_p
     assert steps == [0, 2, 4]
     assert (output / "final" / "model.safetensors").is_file()
     assert (output / "final" / "tapt_preset.json").is_file()
+
+
+@pytest.mark.slow
+def test_two_processes_train_on_mined_negatives(make_recipe, tmp_path, tiny_bert_path,
+                                                synth_path):
+    """Under DDP each query is scored against every rank's passages, mined ones included:
+    2 ranks x batch x (positive + hard negative + K mined)."""
+    batch, k = 4, 2
+    mined = tmp_path / "mined.jsonl"
+    assert main(["mine", "--data", str(synth_path), "--retriever", str(tiny_bert_path),
+                 "--output", str(mined), "--per-query", str(k), "--margin", "none",
+                 "--quiet"]) == 0
+    recipe_file, output = make_recipe(
+        "ddp-mined", data={"mined_negatives": str(mined), "negatives_per_query": k},
+        training={"max_steps": 2, "eval_steps": 2, "per_device_batch_size": batch},
+        eval={"batch_size": 4})
+    records = tmp_path / "records"
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1",
+           "TOKENIZERS_PARALLELISM": "false"}
+    done = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
+         "--master_port", "29536", str(WORKER), str(recipe_file), str(records)],
+        env=env, capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr[-4000:]
+    ranks = [json.loads((records / f"rank{r}.json").read_text()) for r in (0, 1)]
+    for r in ranks:
+        assert set(r["local_queries"]) == {batch}
+        assert set(r["candidates"]) == {2 * batch * (2 + k)}
+    assert (output / "final" / "model.safetensors").is_file()

@@ -1,0 +1,61 @@
+"""Reading a mined-negatives file (``tapt mine``'s output) for training, validated.
+
+Every line must be a JSON object with a ``query_id`` of the training split and a
+``negatives`` list of objects whose ``id`` is a corpus passage that is not an anchor of
+that query (``rank`` and ``score``, when present, must be numbers). A bad line is an error
+naming the file, the line and the field, raised before any model is loaded.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from tapt.data.beir import ANCHOR, BeirDataset, DataError, iter_jsonl
+
+
+def read_mined(path: str | Path, dataset: BeirDataset, split: str) -> dict[str, list[str]]:
+    """``{query_id: [negative ids, in file order]}`` for the queries of ``split``."""
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(path, "mined-negatives file not found (make it with tapt mine)")
+    qrels = dataset.split(split)
+    mined: dict[str, list[str]] = {}
+    for line, record in iter_jsonl(path):
+        query_id = record.get("query_id")
+        if not isinstance(query_id, str) or not query_id:
+            raise DataError(path, "expected a non-empty string", line, "query_id")
+        if query_id not in dataset.queries:
+            raise DataError(path, f"unknown query {query_id!r}", line, "query_id")
+        if query_id not in qrels:
+            raise DataError(path, f"query {query_id!r} is not in the {split} split", line,
+                            "query_id")
+        if query_id in mined:
+            raise DataError(path, f"query {query_id!r} appears twice", line, "query_id")
+        negatives = record.get("negatives")
+        if not isinstance(negatives, list):
+            raise DataError(path, "expected a list", line, "negatives")
+        anchors = {d for d, grade in qrels[query_id].items() if grade >= ANCHOR}
+        ids = []
+        for position, negative in enumerate(negatives):
+            field = f"negatives[{position}]"
+            if not isinstance(negative, dict):
+                raise DataError(path, "expected an object with an id", line, field)
+            doc_id = negative.get("id")
+            if not isinstance(doc_id, str) or doc_id not in dataset.corpus:
+                raise DataError(path, f"unknown passage {doc_id!r}", line, f"{field}.id")
+            if doc_id in anchors:
+                raise DataError(path, f"passage {doc_id!r} is an anchor of query "
+                                      f"{query_id!r}: a positive cannot be a negative", line,
+                                f"{field}.id")
+            for name in ("rank", "score"):
+                value = negative.get(name)
+                if value is not None and (isinstance(value, bool) or not isinstance(
+                        value, (int, float)) or not math.isfinite(value)):
+                    raise DataError(path, f"expected a finite number, got {value!r}", line,
+                                    f"{field}.{name}")
+            if doc_id in ids:
+                raise DataError(path, f"passage {doc_id!r} listed twice", line, f"{field}.id")
+            ids.append(doc_id)
+        mined[query_id] = ids
+    return mined

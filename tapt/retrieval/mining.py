@@ -1,0 +1,172 @@
+"""Hard-negative mining from the corpus with a teacher retriever (BM25 or any encoder).
+
+The settings follow sentence-transformers' ``util.mine_hard_negatives`` (``--skip-top`` is
+its ``range_min``, ``--depth`` its ``range_max``, ``--margin`` its ``relative_margin``: a
+candidate scoring above ``(1 - margin) x`` the positive's score is dropped, NV-Retriever's
+positive-aware filter), so settings carry over. That function is not called because it
+takes a SentenceTransformer only and encodes (query, positive) pairs itself. What tapt adds:
+
+- any teacher: BM25 (bm25s) or any :class:`~tapt.encoders.base.Encoder` (a trained tapt
+  export for re-mining, an API model), through tapt's own exact retrieval, each passage
+  encoded once;
+- graded qrels: a passage judged for the query (anchor, hard or soft negative) is never
+  mined (anchors would be false negatives; the graded negatives are already in the rows),
+  and the margin is relative to the query's best anchor, scored exactly even when it ranks
+  below ``depth``;
+- queries left with fewer than K candidates are kept with what they have, never dropped;
+- a provenance file: one JSON line per query with the negatives' ids, ranks and scores,
+  the settings and the retriever; and a summary of what each filter removed.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from tapt.data.beir import ANCHOR, BeirDataset
+from tapt.retrieval.evaluate import Retriever, split_queries
+from tapt.retrieval.metrics import trec_ranking
+
+
+@dataclass(frozen=True)
+class MiningSettings:
+    """How candidates are chosen (see the module docstring)."""
+
+    per_query: int = 3
+    depth: int = 100
+    skip_top: int = 0
+    margin: float | None = 0.05
+    sampling: Literal["random", "top"] = "random"
+    seed: int = 0
+
+    def check(self) -> None:
+        if self.per_query < 1 or self.depth < 1 or self.skip_top < 0:
+            raise ValueError("per_query and depth must be at least 1, skip_top at least 0")
+        if self.skip_top >= self.depth:
+            raise ValueError(f"skip_top ({self.skip_top}) must be below depth ({self.depth})")
+        if self.margin is not None and not 0 <= self.margin < 1:
+            raise ValueError(f"margin must be in [0, 1), got {self.margin}")
+
+
+@dataclass
+class MiningSummary:
+    """How many candidates each filter removed, over all queries."""
+
+    queries: int = 0
+    considered: int = 0
+    anchors: int = 0
+    judged: int = 0
+    skipped_top: int = 0
+    above_margin: int = 0
+    kept: int = 0
+    mined: int = 0
+    short_queries: int = 0
+    """Queries that got fewer than ``per_query`` negatives (kept with what they have)."""
+    no_negative: list[str] = field(default_factory=list)
+
+
+def threshold(anchor_score: float, margin: float) -> float:
+    """The highest score a candidate may have: ``(1 - margin)`` of the anchor's score
+    (for a negative anchor score, ``margin`` of its magnitude below it)."""
+    return anchor_score - margin * abs(anchor_score)
+
+
+def mine(retriever: Retriever, dataset: BeirDataset, split: str, settings: MiningSettings, *,
+         with_title: bool = True) -> tuple[list[dict], MiningSummary]:
+    """Mine negatives for every query of ``split``; returns the records and a summary."""
+    settings.check()
+    corpus_ids = list(dataset.corpus)
+    texts = [dataset.corpus[doc_id].as_text(with_title) for doc_id in corpus_ids]
+    query_ids, query_texts = split_queries(dataset, split)
+    qrels = dataset.split(split)
+    anchors = {q: [d for d, grade in qrels[q].items() if grade >= ANCHOR] for q in query_ids}
+    retriever.top_k = settings.depth  # anchors below it are scored through also_score
+    retrieval = retriever.retrieve(corpus_ids, texts, query_ids, query_texts,
+                                   also_score=anchors)
+    summary = MiningSummary(queries=len(query_ids))
+    records = []
+    for query_id in sorted(query_ids):
+        scores = retrieval.run.get(query_id, {})
+        records.append(mine_query(query_id, scores, qrels[query_id], anchors[query_id],
+                                  settings, summary))
+    return records, summary
+
+
+def mine_query(query_id: str, scores: dict[str, float], judged: dict[str, int],
+               anchors: Sequence[str], settings: MiningSettings,
+               summary: MiningSummary) -> dict:
+    """Filter one query's ranking and sample its negatives (updates ``summary``)."""
+    ranking = trec_ranking({d: s for d, s in scores.items()})
+    best_anchor = max((scores[a] for a in anchors if a in scores), default=None)
+    limit = (threshold(best_anchor, settings.margin)
+             if settings.margin is not None and best_anchor is not None else None)
+    candidates = []
+    for rank, (doc_id, score) in enumerate(ranking[:settings.depth], start=1):
+        summary.considered += 1
+        if doc_id in anchors:
+            summary.anchors += 1
+        elif doc_id in judged:
+            summary.judged += 1
+        elif rank <= settings.skip_top:
+            summary.skipped_top += 1
+        elif limit is not None and score > limit:
+            summary.above_margin += 1
+        else:
+            candidates.append({"id": doc_id, "rank": rank, "score": round(score, 6)})
+    summary.kept += len(candidates)
+    if settings.sampling == "top":
+        chosen = candidates[:settings.per_query]
+    else:
+        rng = random.Random(f"{settings.seed}:{query_id}")  # independent of query order
+        chosen = sorted(rng.sample(candidates, min(settings.per_query, len(candidates))),
+                        key=lambda c: c["rank"])
+    summary.mined += len(chosen)
+    if len(chosen) < settings.per_query:
+        summary.short_queries += 1
+        if not chosen:
+            summary.no_negative.append(query_id)
+    return {"query_id": query_id, "negatives": chosen, "candidates": len(candidates),
+            "anchor_score": None if best_anchor is None else round(best_anchor, 6)}
+
+
+def write_mined(path: str | Path, records: list[dict], *, retriever: str,
+                settings: MiningSettings, data: str, split: str) -> None:
+    """One JSON line per query, each with the settings and retriever (provenance); written
+    to a temporary name and renamed, so a crash never leaves half a file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    provenance = {"retriever": retriever, "data": data, "split": split,
+                  "settings": asdict(settings)}
+    partial = path.with_name(path.name + ".tmp")
+    with partial.open("w", encoding="utf-8") as handle:
+        for record in records:
+            handle.write(json.dumps({**record, **provenance}) + "\n")
+    partial.replace(path)
+
+
+def summary_table(summary: MiningSummary, settings: MiningSettings, title: str):
+    from rich.table import Table
+
+    table = Table(title=title)
+    table.add_column("step")
+    table.add_column("candidates", justify="right")
+    for label, value in (
+            (f"ranked (top {settings.depth} per query, {summary.queries:,} queries)",
+             summary.considered),
+            ("removed: anchors of the query", summary.anchors),
+            ("removed: other passages judged for the query", summary.judged),
+            (f"removed: ranks 1-{settings.skip_top} (--skip-top)" if settings.skip_top
+             else "skip-top: off", summary.skipped_top),
+            (f"removed: above {1 - (settings.margin or 0):.0%} of the anchor's score "
+             "(--margin)" if settings.margin is not None else "margin filter: off",
+             summary.above_margin),
+            ("left", summary.kept),
+            (f"mined ({settings.sampling}, {settings.per_query} per query)", summary.mined),
+            (f"queries with fewer than {settings.per_query} (kept)", summary.short_queries),
+            ("queries with none", len(summary.no_negative))):
+        table.add_row(label, f"{value:,}")
+    return table
