@@ -22,7 +22,10 @@ following the paper's construction (FormBench §3, §3.1-3.3, A.1, A.2):
   and one or two more ingredients. No other passage of the corpus holds a whole key, so
   every query has exactly one answer;
 * splits are by anchor patent; negatives live in patents of their own, so no patent is
-  judged in two splits.
+  judged in two splits;
+* every passage carries class labels, ``"labels": {"domain": ..., "class": ...}`` in
+  ``corpus.jsonl`` (the macro-domain and the application, a finer class shared by all
+  passages of a patent), a stand-in for FormBench's CPC classes in ``tapt probe``.
 
 Everything is built in memory from one ``random.Random(seed)`` before anything is written:
 the same seed gives byte-identical files.
@@ -31,6 +34,7 @@ the same seed gives byte-identical files.
 from __future__ import annotations
 
 import itertools
+import json
 import math
 import random
 from collections import Counter
@@ -1558,6 +1562,13 @@ class SynthDoc:
     formulation: Formulation
     passage: Passage
 
+    @property
+    def labels(self) -> dict[str, str]:
+        """Class labels for probes (FormBench's CPC classes stand-in): ``domain``, the
+        macro-domain, and ``class``, the application (48 over the seven domains; one per
+        patent)."""
+        return {"domain": self.domain, "class": self.formulation.application.text}
+
 
 @dataclass(frozen=True)
 class SynthQuery:
@@ -1712,5 +1723,19 @@ def synthesize(out_dir: str | Path, *, queries: int = 600, distractors: int = 20
     """
     dataset = build(queries=queries, distractors=distractors, variant=variant, seed=seed,
                     split_fractions=split_fractions)
-    write_beir(out_dir, dataset.corpus(), dataset.query_texts(), dataset.qrels())
+    write_dataset(out_dir, dataset)
     return dataset.summary()
+
+
+def write_dataset(out_dir: str | Path, dataset: SynthDataset) -> Path:
+    """Write ``dataset`` as a BEIR folder whose ``corpus.jsonl`` lines also carry
+    ``"labels": {"domain": ..., "class": ...}`` (after ``_id``, ``title`` and ``text``; BEIR
+    readers, tapt's too, ignore the field; ``tapt probe`` reads it). Refuses a folder that
+    already holds a dataset, as :func:`write_beir` does."""
+    folder = write_beir(out_dir, dataset.corpus(), dataset.query_texts(), dataset.qrels())
+    with (folder / "corpus.jsonl").open("w", encoding="utf-8") as handle:
+        for doc_id, doc in dataset.docs.items():
+            handle.write(json.dumps({"_id": doc_id, "title": doc.passage.title,
+                                     "text": doc.passage.text, "labels": doc.labels},
+                                    ensure_ascii=False) + "\n")
+    return folder

@@ -3,6 +3,7 @@ unique query keys, patent-level splits, C0/C1 distractors and lexical difficulty
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -275,6 +276,48 @@ def test_token_overlap_alone_does_not_always_find_the_anchor(structured):
                   for d in (query.anchor, query.hard, query.soft)]
         first += scores[0] > max(scores[1:])
     assert 0.4 < first / len(structured.queries) < 0.85
+
+
+# --------------------------------------------------------------------------- class labels
+
+TEXT_DIGESTS = {
+    "structured": "12971bfdad7f3409e5a8122a88f323ec599c048c5121159f4b7e9fdd29bec2b8",
+    "random": "909931c875b67b45975b1983226dc395ea4a3397c9987e3376b3a2a5aa225fa3",
+}
+"""sha256 of (id, title, text) per passage, queries.jsonl and the qrels for
+``synthesize(queries=80, distractors=100, seed=5)``, taken before passages had labels:
+adding labels must not change what a seed generates."""
+
+
+@pytest.mark.parametrize("variant", ["structured", "random"])
+def test_labels_leave_what_a_seed_generates_unchanged(tmp_path, variant):
+    synthesize(tmp_path / "ds", queries=80, distractors=100, seed=5, variant=variant)
+    digest = hashlib.sha256()
+    for line in (tmp_path / "ds" / "corpus.jsonl").read_text(encoding="utf-8").splitlines():
+        record = json.loads(line)
+        digest.update(json.dumps([record["_id"], record["title"], record["text"]]).encode())
+    for name in ("queries.jsonl", "qrels/train.tsv", "qrels/dev.tsv", "qrels/test.tsv"):
+        digest.update((tmp_path / "ds" / name).read_bytes())
+    assert digest.hexdigest() == TEXT_DIGESTS[variant]
+
+
+def test_every_passage_carries_its_domain_and_class(written):
+    expected = build(queries=120, distractors=200, seed=3)
+    classes_of_patent: defaultdict[str, set[str]] = defaultdict(set)
+    lines = (written / "corpus.jsonl").read_text(encoding="utf-8").splitlines()
+    assert len(lines) == len(expected.docs)
+    for line in lines:
+        record = json.loads(line)
+        assert list(record) == ["_id", "title", "text", "labels"]
+        doc = expected.docs[record["_id"]]
+        labels = record["labels"]
+        assert labels == {"domain": doc.domain, "class": doc.formulation.application.text}
+        assert labels["class"] in {a.text for a in DOMAINS[labels["domain"]].applications}
+        assert labels["class"] in record["text"]  # the class is what the passage says
+        classes_of_patent[doc.patent].add(labels["class"])
+    assert all(len(classes) == 1 for classes in classes_of_patent.values())
+    assert len({c for cs in classes_of_patent.values() for c in cs}) > 20
+    assert len(load_beir_folder(written).corpus) == len(lines)  # readers ignore the field
 
 
 # --------------------------------------------------------------------------- vocabulary and speed

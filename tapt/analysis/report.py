@@ -1,0 +1,303 @@
+"""A Markdown report of one ``tapt train`` run folder.
+
+A run folder holds ``recipe.yaml``, ``metrics.jsonl`` (one line per dev evaluation; step 0
+is the zero-shot model), ``results.json`` (status, best step, zero-shot / best-dev / test
+metrics) and ``final/``. The report shows the dev curve per checkpoint with the zero-shot
+model and BM25 as reference lines, the best checkpoint, the test metrics and the figures
+made for the run.
+
+BM25 is computed on the very dev sub-corpus the run evaluated on (the recipe's data, dev
+split, ``dev_distractors`` and ``dev_seed``, through :func:`tapt.retrieval.evaluate.evaluate`),
+or read from a ``tapt bm25 --output`` file.
+
+Example::
+
+    report = build_report("runs/quickstart")
+    Path("runs/quickstart/report.md").write_text(render_markdown(report, Path("runs/quickstart")))
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from tapt.retrieval.metrics import METRIC_KEYS
+
+logger = logging.getLogger(__name__)
+
+CURVE_SUFFIX = "_dev_curve.png"
+"""The report's own dev curve is written next to it as ``<report stem>_dev_curve.png``."""
+
+
+@dataclass
+class RunReport:
+    run_dir: Path
+    recipe: dict
+    status: str
+    history: list[dict]
+    best_step: int | None
+    summary: dict[str, dict[str, float]]
+    metric: str
+    references: dict[str, dict[str, float]] = field(default_factory=dict)
+    """Reference lines for the dev curve: ``zero-shot`` and ``BM25``, all four metrics."""
+    notes: list[str] = field(default_factory=list)
+    plots: list[Path] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return self.run_dir.resolve().name
+
+    def to_dict(self) -> dict:
+        return {"run_dir": str(self.run_dir), "status": self.status, "metric": self.metric,
+                "best_step": self.best_step, "history": self.history,
+                "summary": self.summary, "references": self.references,
+                "notes": self.notes, "plots": [str(p) for p in self.plots]}
+
+
+def _data_setting(recipe: dict, key: str):
+    from tapt.recipe import DataSettings
+
+    data = recipe.get("data") or {}
+    if key in data:
+        return data[key]
+    field_info = DataSettings.model_fields[key]
+    if field_info.is_required():
+        raise ValueError(f"the run's recipe.yaml has no data.{key}")
+    return field_info.default
+
+
+def load_run(run_dir: str | os.PathLike) -> RunReport:
+    """Read a run folder (recipe, dev history, results); nothing is computed."""
+    from tapt.training.run_dir import RunDir
+    from tapt.training.tapt import read_history
+
+    run = RunDir(Path(run_dir))
+    if not run.recipe_file.is_file():
+        raise FileNotFoundError(f"{run.root}: not a tapt train run folder (no recipe.yaml)")
+    recipe = _read_run_file(run.recipe_file, yaml.safe_load) or {}
+    results = _read_run_file(run.results_file, json.loads) if run.results_file.is_file() else {}
+    try:
+        history = [entry for entry in read_history(run) if not entry.get("error")]
+    except (ValueError, KeyError, TypeError, AttributeError) as err:
+        raise ValueError(f"{run.metrics_file}: not a tapt metrics file ({type(err).__name__}: "
+                         f"{err})") from None
+    if not history:
+        history = [e for e in results.get("history", []) if not e.get("error")]
+    metric = (recipe.get("eval") or {}).get("metric", "binary_ndcg@10")
+    report = RunReport(run_dir=run.root, recipe=recipe,
+                       status=results.get("status", "unfinished (no results.json)"),
+                       history=history, best_step=results.get("best_step"),
+                       summary=results.get("summary", {}), metric=metric)
+    zero = next((entry for entry in history if entry["step"] == 0), None)
+    if zero is not None:
+        report.references["zero-shot"] = {k: zero[k] for k in METRIC_KEYS}
+    if report.best_step is None and history:  # a stopped run: the best evaluation so far
+        report.notes.append("results.json names no best checkpoint; the best dev evaluation "
+                            "in metrics.jsonl is shown instead")
+        report.best_step = max(history, key=lambda e: e[metric])["step"]
+    return report
+
+
+def _read_run_file(path: Path, parse) -> dict:
+    """``parse`` of a run file's text, which must be a mapping; else an error naming it."""
+    try:
+        data = parse(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError, yaml.YAMLError) as err:
+        problem = " ".join(str(err).split())[:200]
+        raise ValueError(f"{path}: cannot read ({type(err).__name__}: {problem})") from None
+    if data is not None and not isinstance(data, dict):
+        raise ValueError(f"{path}: expected a mapping, got {type(data).__name__}")
+    return data
+
+
+def dev_subcorpus(recipe: dict):
+    """The run's dev data and sub-corpus ids, as the in-loop evaluator built them."""
+    from tapt.data.sources import load_data
+    from tapt.data.subcorpus import subcorpus_ids
+
+    split = _data_setting(recipe, "dev_split")
+    lenient = _data_setting(recipe, "lenient")
+    dataset = load_data(_data_setting(recipe, "path"), _data_setting(recipe, "config"),
+                        [split], revision=_data_setting(recipe, "revision"),
+                        require_anchor=not lenient, allow_empty=lenient)
+    ids = subcorpus_ids(dataset, split, distractors=_data_setting(recipe, "dev_distractors"),
+                        seed=_data_setting(recipe, "dev_seed"))
+    return dataset, split, ids
+
+
+def bm25_on_dev(recipe: dict) -> tuple[dict[str, float], str]:
+    """BM25 on the run's dev sub-corpus; returns the metrics and a note saying so."""
+    from tapt.encoders.bm25 import BM25Retriever
+    from tapt.retrieval.evaluate import evaluate
+
+    dataset, split, ids = dev_subcorpus(recipe)
+    report = evaluate(BM25Retriever(progress=False), dataset, split, corpus_ids=ids,
+                      with_title=_data_setting(recipe, "with_title"))
+    return report.metrics, (f"BM25 computed on the run's {split} sub-corpus ({len(ids):,} "
+                            f"passages, {report.info['num_queries']:,} queries)")
+
+
+def bm25_from_file(path: str | os.PathLike) -> tuple[dict[str, float], str]:
+    from tapt.analysis.compare import read_result
+
+    result = read_result(path)
+    evaluated = result["evaluated"]
+    return {k: float(result[k]) for k in METRIC_KEYS}, (
+        f"BM25 read from {path} ({evaluated.get('split')} split, "
+        f"{evaluated.get('corpus_size', '?'):,} passages)"
+        if isinstance(evaluated.get("corpus_size"), int) else f"BM25 read from {path}")
+
+
+def find_plots(run_dir: Path, extra: list[Path] | None = None) -> list[Path]:
+    """PNGs in the run folder (not under checkpoints/, not a report's own curve), then
+    ``extra`` ones (missing ones are an error)."""
+    found = sorted(p for p in run_dir.rglob("*.png")
+                   if "checkpoints" not in p.relative_to(run_dir).parts
+                   and not p.name.endswith(CURVE_SUFFIX))
+    for path in extra or []:
+        if not Path(path).is_file():
+            raise FileNotFoundError(f"{path}: no such plot")
+        if Path(path).resolve() not in {p.resolve() for p in found}:
+            found.append(Path(path))
+    return found
+
+
+def build_report(run_dir: str | os.PathLike, *, bm25: str | os.PathLike | None = "compute",
+                 plots: list[Path] | None = None) -> RunReport:
+    """Read the run and add the BM25 reference (``"compute"``, a result file, or None)."""
+    report = load_run(run_dir)
+    if bm25 == "compute":
+        try:
+            metrics, note = bm25_on_dev(report.recipe)
+        except (OSError, ValueError) as err:  # data moved or not reachable
+            metrics, note = None, f"BM25 not computed ({err}); pass --bm25 RESULT.json"
+            logger.warning(note)
+        if metrics is not None:
+            report.references["BM25"] = metrics
+        report.notes.append(note)
+    elif bm25 is not None:
+        metrics, note = bm25_from_file(bm25)
+        report.references["BM25"] = metrics
+        report.notes.append(note)
+    report.plots = find_plots(report.run_dir, plots)
+    return report
+
+
+def curve_figure(report: RunReport):
+    """The dev curve: every metric per step (the recipe's metric bold), the references of
+    that metric as horizontal lines, the best checkpoint circled."""
+    from tapt.analysis import plots
+
+    steps = [entry["step"] for entry in report.history]
+    values = {k: [entry[k] for entry in report.history] for k in METRIC_KEYS}
+    references = {f"{label} ({report.metric})": metrics[report.metric]
+                  for label, metrics in report.references.items()}
+    return plots.dev_curve(steps, values, report.metric, references, report.best_step,
+                           title=f"{report.name}: dev metrics per checkpoint")
+
+
+def _rows(rows: dict[str, dict[str, float]]) -> list[str]:
+    lines = ["| | " + " | ".join(METRIC_KEYS) + " |", "|---|" + "---:|" * len(METRIC_KEYS)]
+    lines += [f"| {name} | " + " | ".join(f"{m[k]:.4f}" for k in METRIC_KEYS) + " |"
+              for name, m in rows.items()]
+    return lines
+
+
+def _link(path: Path, base: Path) -> str:
+    return Path(os.path.relpath(path.resolve(), base.resolve())).as_posix()
+
+
+def render_markdown(report: RunReport, output_dir: Path, curve: Path | None = None) -> str:
+    """The report as Markdown; links are relative to ``output_dir``."""
+    recipe = report.recipe
+    model, data = recipe.get("model") or {}, recipe.get("data") or {}
+    loss, training = recipe.get("loss") or {}, recipe.get("training") or {}
+    lines = [f"# TAPT run `{report.name}`", "",
+             f"- status: {report.status}",
+             (f"- model: `{model.get('name', '?')}`; loss `{loss.get('name', '?')}`; "
+              f"{training.get('epochs', '?')} epochs, learning rate "
+              f"{training.get('learning_rate', '?')}, batch "
+              f"{training.get('per_device_batch_size', '?')} per device"),
+             f"- data: `{data.get('path', '?')}`" + (f" ({data['config']})" if data.get("config")
+                                                     else "")
+             + f"; dev sub-corpus: every judged {data.get('dev_split', 'dev')} passage plus "
+             + (f"{data['dev_distractors']:,} distractors (seed {data.get('dev_seed', 0)})"
+                if isinstance(data.get("dev_distractors"), int) else "every other passage"),
+             f"- best checkpoint chosen on dev `{report.metric}`", ""]
+    lines += ["## Dev curve", ""]
+    if curve is not None:
+        lines += [f"![dev curve]({_link(curve, output_dir)})", ""]
+    header = ["step", "epoch", *METRIC_KEYS]
+    lines += ["| " + " | ".join(header) + " |", "|" + "---:|" * len(header)]
+    for entry in report.history:
+        best = entry["step"] == report.best_step
+        cells = [f"**{entry['step']}** (best)" if best else str(entry["step"]),
+                 f"{entry.get('epoch', 0):.2f}"]
+        cells += [f"**{entry[k]:.4f}**" if best and k == report.metric else f"{entry[k]:.4f}"
+                  for k in METRIC_KEYS]
+        lines.append("| " + " | ".join(cells) + " |")
+    lines.append("")
+    if report.references:
+        lines += ["Reference lines on the same dev sub-corpus:", ""]
+        lines += _rows(report.references) + [""]
+    lines += [f"- {note}" for note in report.notes] + ([""] if report.notes else [])
+    best = next((e for e in report.history if e["step"] == report.best_step), None)
+    lines += ["## Best checkpoint", ""]
+    if best is None:
+        lines += ["No dev evaluation of a checkpoint was recorded.", ""]
+    else:
+        zero = report.references.get("zero-shot", {}).get(report.metric)
+        change = (f" ({best[report.metric] - zero:+.4f} over zero-shot)" if zero is not None
+                  else "")
+        lines += [(f"Step {report.best_step}: dev {report.metric} "
+                   f"**{best[report.metric]:.4f}**{change}."), ""]
+    tests = {name: m for name, m in report.summary.items() if "test" in name}
+    lines += ["## Test metrics", ""]
+    lines += (_rows(tests) if tests else
+              ["No test metrics (run `tapt train RECIPE --test`, or `tapt eval` the export)."])
+    lines.append("")
+    if report.plots:
+        lines += ["## Plots", ""]
+        for path in report.plots:
+            lines += [f"### {path.stem}", "", f"![{path.stem}]({_link(path, output_dir)})", ""]
+    return "\n".join(lines)
+
+
+def history_table(report: RunReport):
+    """A rich table of the dev curve, the references and the test metrics."""
+    from rich.table import Table
+
+    table = Table(title=f"{report.name}: dev curve (best step {report.best_step})")
+    table.add_column("step / row")
+    for key in METRIC_KEYS:
+        table.add_column(key, justify="right")
+    for entry in report.history:
+        label = f"dev step {entry['step']}" + (" (best)" if entry["step"] == report.best_step
+                                               else "")
+        table.add_row(label, *(f"{entry[k]:.4f}" for k in METRIC_KEYS))
+    for label, metrics in report.references.items():
+        table.add_row(f"{label} (dev reference)", *(f"{metrics[k]:.4f}" for k in METRIC_KEYS))
+    for label, metrics in report.summary.items():
+        if "test" in label:
+            table.add_row(label, *(f"{metrics[k]:.4f}" for k in METRIC_KEYS))
+    return table
+
+
+def write_report(report: RunReport, output: Path) -> tuple[Path, Path | None, Path]:
+    """Write the dev-curve PNG, the Markdown and a JSON next to it; returns the paths."""
+    from tapt.analysis import plots
+
+    output = Path(output)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    curve = None
+    if report.history:
+        curve = plots.save(curve_figure(report), output.with_name(output.stem + CURVE_SUFFIX))
+    output.write_text(render_markdown(report, output.parent, curve), encoding="utf-8")
+    data_file = output.with_suffix(".json")
+    data_file.write_text(json.dumps(report.to_dict(), indent=2) + "\n", encoding="utf-8")
+    return output, curve, data_file
