@@ -79,7 +79,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     evaluate = commands.add_parser("eval", help="exact FAISS retrieval evaluation of a model")
     evaluate.add_argument("--model", required=True,
-                          help="Hub id, local path, or package:NAME/sub/path")
+                          help="Hub id, local path, package:NAME/sub/path, or an API model: "
+                               "openai:MODEL, voyage:MODEL")
     evaluate.add_argument("--family", default="auto",
                           help="preset: qwen3, gte, nomic, default, or auto (from the name)")
     evaluate.add_argument("--max-seq-length", type=int, default=None)
@@ -95,6 +96,35 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--max-tokens-per-batch", type=positive_int, default=None,
                           help="padded tokens per encoding batch (default: batch size x "
                                "maximum sequence length)")
+    api = evaluate.add_argument_group(
+        "API models (--model openai:MODEL or voyage:MODEL; key from OPENAI_API_KEY or "
+        "VOYAGE_API_KEY; --truncate-dim is sent as the API's dimensions)")
+    api.add_argument("--api-base-url", default=None,
+                     help="endpoint base URL (default: OPENAI_BASE_URL / VOYAGE_BASE_URL, "
+                          "else the provider's)")
+    api.add_argument("--cache-dir", type=Path, default=None,
+                     help="embedding cache folder (default: ~/.cache/tapt/embeddings)")
+    api.add_argument("--no-cache", action="store_true", help="do not read or write the cache")
+    api.add_argument("--api-concurrency", type=positive_int, default=4,
+                     help="requests in flight at once (default 4)")
+    api.add_argument("--api-rpm", type=float, default=None,
+                     help="client-side requests per minute (default: the provider's tier-1 "
+                          "limit for the model; 0: none)")
+    api.add_argument("--api-tpm", type=float, default=None,
+                     help="client-side tokens per minute (default: tier-1 limit; 0: none)")
+    hybrid = evaluate.add_argument_group("hybrid retrieval")
+    hybrid.add_argument("--hybrid", choices=("bm25",), default=None,
+                        help="fuse the dense ranking with BM25's (bm25s, k1 1.5, b 0.75)")
+    hybrid.add_argument("--fusion", choices=("rrf", "linear"), default="rrf",
+                        help="reciprocal rank fusion (default) or a weighted sum of min-max "
+                             "normalised scores")
+    hybrid.add_argument("--rrf-k", type=float, default=60.0,
+                        help="RRF constant: score = sum 1/(k + rank) (default 60)")
+    hybrid.add_argument("--alpha", type=float, default=0.5,
+                        help="linear fusion: weight of the dense score (default 0.5)")
+    hybrid.add_argument("--fusion-depth", type=positive_int, default=None,
+                        help="passages each system contributes per query (default: --top-k); "
+                             "a passage missing from one list gets no score from it")
     _add_data_args(evaluate)
 
     bm25 = commands.add_parser("bm25", help="BM25 baseline (bm25s) with the same metrics")
@@ -108,12 +138,17 @@ def build_parser() -> argparse.ArgumentParser:
                        help="dotted overrides, e.g. training.learning_rate=1e-5")
     train.add_argument("--test", action="store_true",
                        help="evaluate zero-shot and trained models on the test split")
+    train.add_argument("--overwrite", action="store_true",
+                       help="output_dir holds another or a finished run: move it aside "
+                            "(OUTPUT.old-TIMESTAMP) and start anew; nothing is deleted")
 
     dapt = commands.add_parser("dapt", help="DAPT: continued pretraining (mlm or simcse) on "
                                             "corpus passages, exported for tapt train")
     dapt.add_argument("recipe", type=Path)
     dapt.add_argument("overrides", nargs="*", metavar="key=value",
                       help="dotted overrides, e.g. objective.name=simcse")
+    dapt.add_argument("--overwrite", action="store_true",
+                      help="move a folder holding another or a finished run aside")
 
     push = commands.add_parser("push", help="publish an export to the HuggingFace Hub (token "
                                             "from HF_TOKEN or `hf auth login`)")
@@ -141,7 +176,8 @@ def build_parser() -> argparse.ArgumentParser:
     mine.add_argument("--lenient", action="store_true")
     mine.add_argument("--no-title", action="store_true")
     mine.add_argument("--retriever", required=True,
-                      help="bm25, or a model: Hub id, path (e.g. runs/x/final), package:...")
+                      help="bm25, or a model: Hub id, path (e.g. runs/x/final), package:..., "
+                           "openai:MODEL / voyage:MODEL")
     mine.add_argument("--output", type=Path, required=True, help="mined negatives (JSONL)")
     mine.add_argument("--overwrite", action="store_true")
     mine.add_argument("--depth", type=positive_int, default=100,
@@ -162,6 +198,8 @@ def build_parser() -> argparse.ArgumentParser:
     mine.add_argument("--dtype", choices=DTYPE_NAMES, default="auto")
     mine.add_argument("--trust-remote-code", action="store_true")
     mine.add_argument("--quiet", action="store_true")
+
+    _add_analysis_parsers(commands)
 
     check = commands.add_parser("validate", help="check recipes without loading models")
     check.add_argument("recipes", type=Path, nargs="+")
@@ -192,10 +230,21 @@ def _run_retrieval(args: argparse.Namespace, make_retriever) -> int:
             "top_k": args.top_k}
     report = evaluate(retriever, dataset, args.split, corpus_ids=corpus_ids,
                       with_title=not args.no_title, info=info)
+    # What a hybrid retriever fused and what an API encoder cost: evaluated.hybrid / .api
+    for part in (retriever, getattr(retriever, "encoder", None)):
+        if callable(getattr(part, "result_info", None)):
+            report.info.update(part.result_info())
     console.print(metrics_table({retriever.name: report.metrics},
                                 title=f"{args.split} metrics ({len(corpus_ids):,} passages, "
                                       f"{report.info['num_queries']:,} queries)"))
     console.print(timings_table(report.timings))
+    if "api" in report.info:
+        api = report.info["api"]
+        cost = "unknown price" if api["cost_usd"] is None else f"${api['cost_usd']:.4f}"
+        console.print(f"{api['provider']}:{api['model']}: {api['tokens']:,} tokens billed "
+                      f"({cost}) in {api['requests']:,} requests, {api['retries']} retries; "
+                      f"{api['cache_hits']:,} of {api['texts']:,} texts from the cache",
+                      highlight=False)
     if args.output:
         report.write_json(args.output)
         console.print(f"metrics written to {args.output}")
@@ -206,24 +255,57 @@ def _run_retrieval(args: argparse.Namespace, make_retriever) -> int:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
+    from tapt.encoders.api import APIError, is_api_model, load_api_encoder
     from tapt.encoders.base import TruncatedEncoder
     from tapt.encoders.loading import ModelSpec
     from tapt.encoders.sentence import SentenceTransformerEncoder
     from tapt.retrieval.dense import DenseRetriever
 
-    spec = ModelSpec(args.model, family=args.family, max_seq_length=args.max_seq_length,
-                     trust_remote_code=args.trust_remote_code, device=args.device,
-                     dtype=args.dtype)
-    spec.preset()  # an unknown family fails before the data loads
+    if args.hybrid and args.fusion == "linear" and not 0.0 <= args.alpha <= 1.0:
+        raise ValueError(f"--alpha (the dense weight) must be in [0, 1], got {args.alpha}")
+    if args.hybrid and args.rrf_k < 0:
+        raise ValueError(f"--rrf-k must be >= 0, got {args.rrf_k}")
+    depth = (args.fusion_depth or args.top_k) if args.hybrid else args.top_k
+    api_encoder = None
+    if is_api_model(args.model):  # built now: a missing key fails before the data loads
+        api_encoder = load_api_encoder(
+            args.model, dimensions=args.truncate_dim, base_url=args.api_base_url,
+            cache_dir=args.cache_dir, cache=not args.no_cache,
+            concurrency=args.api_concurrency, requests_per_minute=args.api_rpm,
+            tokens_per_minute=args.api_tpm)
+    else:
+        spec = ModelSpec(args.model, family=args.family, max_seq_length=args.max_seq_length,
+                         trust_remote_code=args.trust_remote_code, device=args.device,
+                         dtype=args.dtype)
+        spec.preset()  # an unknown family fails before the data loads
 
     def make():
-        encoder = SentenceTransformerEncoder.load(
-            spec, show_progress=not args.quiet, max_tokens_per_batch=args.max_tokens_per_batch)
-        if args.truncate_dim:
-            encoder = TruncatedEncoder(encoder, args.truncate_dim)
-        return DenseRetriever(encoder, batch_size=args.batch_size, top_k=args.top_k,
-                              progress=not args.quiet)
-    return _run_retrieval(args, make)
+        if api_encoder is not None:
+            encoder = api_encoder
+        else:
+            encoder = SentenceTransformerEncoder.load(
+                spec, show_progress=not args.quiet,
+                max_tokens_per_batch=args.max_tokens_per_batch)
+            if args.truncate_dim:
+                encoder = TruncatedEncoder(encoder, args.truncate_dim)
+        dense = DenseRetriever(encoder, batch_size=args.batch_size, top_k=depth,
+                               progress=not args.quiet)
+        if not args.hybrid:
+            return dense
+        from tapt.encoders.bm25 import BM25Retriever
+        from tapt.retrieval.hybrid import HybridRetriever
+
+        return HybridRetriever(dense, BM25Retriever(top_k=depth, progress=not args.quiet),
+                               fusion=args.fusion, rrf_k=args.rrf_k, alpha=args.alpha,
+                               top_k=args.top_k)
+    try:
+        return _run_retrieval(args, make)
+    except APIError as err:
+        console.print(f"[red]error:[/red] {escape(str(err))}", highlight=False, soft_wrap=True)
+        return 1
+    finally:
+        if api_encoder is not None:
+            api_encoder.close()
 
 
 def cmd_bm25(args: argparse.Namespace) -> int:
@@ -310,7 +392,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     from tapt.training.tapt import train
 
     recipe = load_recipe(args.recipe, args.overrides)
-    result = train(recipe, run_test=args.test)
+    result = train(recipe, run_test=args.test, overwrite=args.overwrite)
     if result.final_dir is None:  # not the main process
         return 0
     console.print(metrics_table(result.summary, title=f"{args.recipe.name}: TAPT results"))
@@ -326,7 +408,7 @@ def cmd_dapt(args: argparse.Namespace) -> int:
     from tapt.training.dapt import dapt
 
     recipe = load_recipe(args.recipe, args.overrides, kind="dapt")
-    result = dapt(recipe)
+    result = dapt(recipe, overwrite=args.overwrite)
     if result.final_dir is None:  # not the main process
         return 0
     table = Table(title=f"{args.recipe.name}: DAPT ({recipe.objective.name}), held-out loss "
@@ -392,15 +474,20 @@ def cmd_mine(args: argparse.Namespace) -> int:
 
         retriever = BM25Retriever(top_k=args.depth, progress=not args.quiet)
     else:
+        from tapt.encoders.api import is_api_model, load_api_encoder
         from tapt.encoders.loading import ModelSpec
         from tapt.encoders.sentence import SentenceTransformerEncoder
         from tapt.retrieval.dense import DenseRetriever
 
-        spec = ModelSpec(args.retriever, family=args.family,
-                         max_seq_length=args.max_seq_length,
-                         trust_remote_code=args.trust_remote_code, dtype=args.dtype)
-        encoder = SentenceTransformerEncoder.load(
-            spec, show_progress=not args.quiet, max_tokens_per_batch=args.max_tokens_per_batch)
+        if is_api_model(args.retriever):  # e.g. openai:text-embedding-3-large as teacher
+            encoder = load_api_encoder(args.retriever)
+        else:
+            spec = ModelSpec(args.retriever, family=args.family,
+                             max_seq_length=args.max_seq_length,
+                             trust_remote_code=args.trust_remote_code, dtype=args.dtype)
+            encoder = SentenceTransformerEncoder.load(
+                spec, show_progress=not args.quiet,
+                max_tokens_per_batch=args.max_tokens_per_batch)
         retriever = DenseRetriever(encoder, batch_size=args.batch_size, top_k=args.depth,
                                    progress=not args.quiet)
     records, summary = mine(retriever, dataset, args.split, settings,
@@ -430,9 +517,289 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return 2 if failed else 0
 
 
+def _add_model_options(parser: argparse.ArgumentParser, *, several: bool,
+                       bm25: bool = False) -> None:
+    parser.add_argument("--model", required=True, action="append" if several else "store",
+                        metavar="[NAME=]MODEL",
+                        help="Hub id, local path, package:NAME/sub/path or openai:/voyage:"
+                             "MODEL, optionally labelled NAME=MODEL"
+                             + (" (repeat for several)" if several else "")
+                             + ("; bm25 for the lexical baseline" if bm25 else ""))
+    parser.add_argument("--family", default="auto",
+                        help="preset: qwen3, gte, nomic, default, or auto (from the name)")
+    parser.add_argument("--max-seq-length", type=int, default=None)
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--max-tokens-per-batch", type=positive_int, default=None)
+    parser.add_argument("--dtype", choices=DTYPE_NAMES, default="auto")
+    parser.add_argument("--trust-remote-code", action="store_true")
+    parser.add_argument("--device", default=None)
+
+
+def _add_analysis_data(parser: argparse.ArgumentParser, *, split: bool = True,
+                       output: str = "results.json") -> None:
+    parser.add_argument("--data", required=True,
+                        help="local BEIR folder, or a Hub dataset id such as vinven7/FormBench")
+    parser.add_argument("--config", default=None,
+                        help="Hub config or subfolder: structured (C1), random (C0), sample")
+    parser.add_argument("--revision", default=None, help="Hub dataset revision (tag/commit)")
+    if split:
+        parser.add_argument("--split", default="test", choices=SPLITS)
+    parser.add_argument("--lenient", action="store_true",
+                        help="accept empty passages and queries without an anchor")
+    parser.add_argument("--no-title", action="store_true",
+                        help="encode passages without their title")
+    parser.add_argument("--seed", type=int, default=0, help="seed of every sample")
+    _add_analysis_outputs(parser, required=True, example=output)
+    parser.add_argument("--quiet", action="store_true", help="no progress bars")
+
+
+def _add_analysis_outputs(parser: argparse.ArgumentParser, *, required: bool,
+                          example: str) -> None:
+    parser.add_argument("--output", type=Path, required=required, metavar=example.upper(),
+                        help=f"write the results as JSON (e.g. {example})")
+    parser.add_argument("--plot", type=Path, default=None,
+                        help="PNG path (default: --output with .png)")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace existing --output/--plot files")
+
+
+def _add_analysis_parsers(commands) -> None:
+    from tapt.analysis.ablation import DEFAULT_FRACTIONS
+    from tapt.retrieval.metrics import METRIC_KEYS
+
+    compare = commands.add_parser(
+        "compare", help="systems x corpora (C0, C1) x metrics from tapt eval/bm25 result "
+                        "files, C1/C0 retention, latency-vs-nDCG@10 frontier")
+    compare.add_argument("results", nargs="+", metavar="RESULT.json|NAME=RESULT.json")
+    compare.add_argument("--kind", action="append", default=[], metavar="NAME=KIND",
+                         help="mark a system as bm25, base, dapt, tapt, hybrid or api "
+                              "(default: inferred from the result file)")
+    compare.add_argument("--corpus", action="append", default=[], metavar="DATA=LABEL",
+                         help="label a result's data (its evaluated.data or folder name) "
+                              "(default: C1 for structured, C0 for random, else the folder)")
+    compare.add_argument("--metric", choices=METRIC_KEYS, default="binary_ndcg@10",
+                         help="metric of the retention column and the frontier plot")
+    compare.add_argument("--latency", choices=("search", "query"), default="search",
+                         help="search: FAISS search per query (the paper's frontier); "
+                              "query: query encoding + search")
+    compare.add_argument("--markdown", type=Path, default=None,
+                         help="also write the table as Markdown")
+    _add_analysis_outputs(compare, required=False, example="compare.json")
+
+    ablate = commands.add_parser("ablate", help="ablations: corpus-size")
+    ablations = ablate.add_subparsers(dest="ablation", required=True)
+    size = ablations.add_parser(
+        "corpus-size", help="metrics at distractor fractions; every judged passage kept, "
+                            "each model's corpus encoded once")
+    _add_model_options(size, several=True, bm25=True)
+    size.add_argument("--fractions", type=float, nargs="+", default=list(DEFAULT_FRACTIONS),
+                      help="distractor fractions (default: %(default)s)")
+    size.add_argument("--top-k", type=positive_int, default=100)
+    _add_analysis_data(size, output="ablation.json")
+
+    analyze = commands.add_parser("analyze", help="embedding analyses: geometry")
+    analyses = analyze.add_subparsers(dest="analysis", required=True)
+    geometry = analyses.add_parser(
+        "geometry", help="cosine tiers (anchor, hard, soft, random), Delta, anchor rank-1 "
+                         "rate, similarity band, anisotropy")
+    _add_model_options(geometry, several=False)
+    group = geometry.add_mutually_exclusive_group()
+    group.add_argument("--distractors", type=int, default=None,
+                       help="corpus: every judged passage plus N distractors (default 1000)")
+    group.add_argument("--fraction", type=float, default=None,
+                       help="corpus: every judged passage plus this fraction of distractors")
+    geometry.add_argument("--random-per-query", type=positive_int, default=100,
+                          help="random distractors compared with each query (default 100)")
+    geometry.add_argument("--pairs", type=positive_int, default=2000,
+                          help="random passage pairs for the anisotropy (default 2000)")
+    _add_analysis_data(geometry, output="geometry.json")
+
+    probe = commands.add_parser(
+        "probe", help="classification (logistic regression) and clustering (k-means) on "
+                      "frozen passage embeddings, per label field of the corpus")
+    _add_model_options(probe, several=True)
+    probe.add_argument("--label", action="append", default=None, metavar="FIELD",
+                       help="label field of corpus.jsonl (default: domain and class, as tapt "
+                            "data synth writes them)")
+    probe.add_argument("--test-size", type=float, default=0.3,
+                       help="held-out share of the classification split (default 0.3)")
+    probe.add_argument("--max-passages", type=positive_int, default=None,
+                       help="probe a seeded sample of this many labelled passages")
+    _add_analysis_data(probe, split=False, output="probes.json")
+
+    report = commands.add_parser(
+        "report", help="Markdown report of a tapt train run: dev curve with zero-shot and "
+                       "BM25 references, best checkpoint, test metrics, plots")
+    report.add_argument("run_dir", type=Path, metavar="RUN_DIR")
+    reference = report.add_mutually_exclusive_group()
+    reference.add_argument("--bm25", type=Path, default=None, metavar="RESULT.json",
+                           help="BM25 reference from a tapt bm25 --output file (default: "
+                                "computed on the run's dev sub-corpus)")
+    reference.add_argument("--no-bm25", action="store_true", help="no BM25 reference")
+    report.add_argument("--plot", type=Path, action="append", default=[],
+                        help="a PNG to link (repeat); PNGs in the run folder are found")
+    report.add_argument("--output", type=Path, default=None,
+                        help="Markdown file (default: RUN_DIR/report.md)")
+
+
+def _analysis_files(args: argparse.Namespace) -> tuple[Path | None, Path | None]:
+    """``--output`` and the PNG path; refuses existing files without ``--overwrite``."""
+    output = args.output
+    plot = args.plot or (output.with_suffix(".png") if output is not None else None)
+    for path in (output, plot, getattr(args, "markdown", None)):
+        if path is not None and path.exists() and not args.overwrite:
+            raise FileExistsError(f"{path} exists; pass --overwrite to replace it")
+    return output, plot
+
+
+def _write_json(path: Path, data: dict) -> None:
+    import json
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+
+
+def _analysis_data(args: argparse.Namespace, splits: list[str]):
+    from tapt.data.sources import load_data
+
+    return load_data(args.data, args.config, splits, revision=args.revision,
+                     require_anchor=not args.lenient, allow_empty=args.lenient)
+
+
+def _model_options(args: argparse.Namespace):
+    from tapt.analysis.embed import ModelOptions
+
+    return ModelOptions(family=args.family, max_seq_length=args.max_seq_length,
+                        trust_remote_code=args.trust_remote_code, device=args.device,
+                        dtype=args.dtype, max_tokens_per_batch=args.max_tokens_per_batch,
+                        batch_size=args.batch_size, progress=not args.quiet)
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from tapt.analysis import plots
+    from tapt.analysis.compare import (
+        compare_results,
+        comparison_table,
+        frontier_figure,
+        markdown_table,
+        parse_assignments,
+    )
+
+    output, plot = _analysis_files(args)
+    comparison = compare_results(args.results, kinds=parse_assignments(args.kind, "--kind"),
+                                 corpus_labels=parse_assignments(args.corpus, "--corpus"),
+                                 latency=args.latency)
+    console.print(comparison_table(comparison, args.metric))
+    if output is not None:
+        _write_json(output, comparison.to_dict(args.metric))
+        console.print(f"comparison written to {output}")
+    if plot is not None:
+        plots.save(frontier_figure(comparison, args.metric), plot)
+        console.print(f"frontier plot written to {plot}")
+    if args.markdown is not None:
+        args.markdown.parent.mkdir(parents=True, exist_ok=True)
+        args.markdown.write_text(markdown_table(comparison, args.metric), encoding="utf-8")
+        console.print(f"Markdown table written to {args.markdown}")
+    return 0
+
+
+def cmd_ablate(args: argparse.Namespace) -> int:
+    from functools import partial
+
+    from tapt.analysis import plots
+    from tapt.analysis.ablation import ablation_figure, ablation_table, corpus_size_ablation
+    from tapt.analysis.embed import labelled, load_model
+
+    output, plot = _analysis_files(args)
+    models = dict(map(labelled, args.model))
+    if len(models) != len(args.model):
+        raise ValueError(f"--model names must differ: {args.model}")
+    options = _model_options(args)
+    dataset = _analysis_data(args, [args.split])
+    result = corpus_size_ablation(
+        [partial(load_model, model, options, top_k=args.top_k) for model in models.values()],
+        dataset, args.split, fractions=args.fractions, seed=args.seed,
+        batch_size=args.batch_size, top_k=args.top_k, with_title=not args.no_title,
+        names=list(models), on_model=lambda name: console.print(f"[bold]{name}[/bold]"))
+    console.print(ablation_table(result))
+    _write_json(output, result.to_dict())
+    plots.save(ablation_figure(result), plot)
+    console.print(f"ablation written to {output}, plot to {plot}")
+    return 0
+
+
+def cmd_analyze(args: argparse.Namespace) -> int:
+    from tapt.analysis import plots
+    from tapt.analysis.embed import labelled, load_encoder
+    from tapt.analysis.geometry import analyze_geometry, geometry_figure, geometry_table
+
+    output, plot = _analysis_files(args)
+    dataset = _analysis_data(args, [args.split])
+    name, model = labelled(args.model)
+    encoder = load_encoder(model, _model_options(args))
+    distractors = None if args.fraction is not None else (
+        1000 if args.distractors is None else args.distractors)
+    geometry = analyze_geometry(encoder, dataset, args.split, distractors=distractors,
+                                fraction=args.fraction, seed=args.seed,
+                                random_per_query=args.random_per_query, pairs=args.pairs,
+                                batch_size=args.batch_size, with_title=not args.no_title,
+                                name=name)
+    console.print(geometry_table(geometry))
+    _write_json(output, geometry.to_dict())
+    plots.save(geometry_figure(geometry), plot)
+    console.print(f"geometry written to {output}, histogram to {plot}")
+    return 0
+
+
+def cmd_probe(args: argparse.Namespace) -> int:
+    from functools import partial
+
+    from tapt.analysis import plots
+    from tapt.analysis.embed import labelled, load_encoder
+    from tapt.analysis.probes import probe_figure, probe_table, read_labels, run_probes
+    from tapt.data.sources import config_name
+
+    output, plot = _analysis_files(args)
+    models = dict(map(labelled, args.model))
+    if len(models) != len(args.model):
+        raise ValueError(f"--model names must differ: {args.model}")
+    dataset = _analysis_data(args, [])
+    folder = Path(args.data)
+    config = config_name(args.config)
+    if config and (folder / config).is_dir():
+        folder = folder / config
+    labels = read_labels(folder, args.label or ["domain", "class"])
+    options = _model_options(args)
+    result = run_probes({name: partial(load_encoder, model, options)
+                         for name, model in models.items()},
+                        dataset, labels, test_size=args.test_size, seed=args.seed,
+                        max_passages=args.max_passages, batch_size=args.batch_size,
+                        with_title=not args.no_title,
+                        on_model=lambda name: console.print(f"[bold]{name}[/bold]"))
+    console.print(probe_table(result))
+    _write_json(output, result.to_dict())
+    plots.save(probe_figure(result), plot)
+    console.print(f"probes written to {output}, plot to {plot}")
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from tapt.analysis.report import build_report, history_table, write_report
+
+    output = args.output or args.run_dir / "report.md"
+    bm25 = None if args.no_bm25 else (args.bm25 or "compute")
+    report = build_report(args.run_dir, bm25=bm25, plots=args.plot)
+    console.print(history_table(report))
+    markdown, curve, data = write_report(report, output)
+    console.print(f"report written to {markdown} (dev curve {curve}, data {data})")
+    return 0
+
+
 COMMANDS = {"data": cmd_data, "eval": cmd_eval, "bm25": cmd_bm25, "train": cmd_train,
             "dapt": cmd_dapt, "mine": cmd_mine,
-            "push": cmd_push, "validate": cmd_validate}
+            "push": cmd_push, "validate": cmd_validate,
+            "compare": cmd_compare, "ablate": cmd_ablate, "analyze": cmd_analyze,
+            "probe": cmd_probe, "report": cmd_report}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -450,19 +817,24 @@ def main(argv: list[str] | None = None) -> int:
                         format="%(message)s", handlers=[RichHandler(show_path=False, level=logging.DEBUG if args.verbose
                                                      else logging.INFO)])
     logger.setLevel(logging.DEBUG if args.verbose else logging.INFO)
+    from tapt.secrets import install_log_redaction, redact
+
+    install_log_redaction()
     from tapt.hub.errors import PushFailed
     from tapt.training.errors import NonFiniteTrainingError
 
     try:
         return COMMANDS[args.command](args)
     except (DataError, OSError, ValueError) as err:
-        console.print(f"[red]error:[/red] {escape(str(err))}", highlight=False)
+        console.print(f"[red]error:[/red] {escape(redact(str(err)))}", highlight=False,
+                      soft_wrap=True)  # paths in messages stay whole for copy and paste
         return 2
     except NonFiniteTrainingError as err:
-        console.print(f"[red]training stopped:[/red] {escape(str(err))}", highlight=False)
+        console.print(f"[red]training stopped:[/red] {escape(redact(str(err)))}",
+                      highlight=False, soft_wrap=True)
         return 3
     except PushFailed as err:  # the end-of-run push of a recipe's hub section
-        console.print(f"[red]push failed:[/red] {escape(str(err))} (the export is kept; "
+        console.print(f"[red]push failed:[/red] {escape(redact(str(err)))} (the export is kept; "
                       "push it again with tapt push)", highlight=False, soft_wrap=True)
         return 1
 

@@ -12,6 +12,7 @@ Example::
 from __future__ import annotations
 
 import os
+import reprlib
 from pathlib import Path
 from typing import Any, Literal
 
@@ -20,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 
 class Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
 
 
 class LoraSettings(Section):
@@ -266,16 +267,32 @@ class RecipeError(ValueError):
     """A recipe that cannot be used; the message names the file and the key."""
 
 
+MAX_RECIPE_BYTES = 2**20
+"""A larger file is not a recipe (and would take PyYAML minutes to parse)."""
+_short_repr = reprlib.Repr()
+_short_repr.maxstring = _short_repr.maxother = 80
+_short_repr.maxlevel, _short_repr.maxlist, _short_repr.maxdict = 2, 4, 4
+
+
 def parse_override(text: str) -> tuple[list[str], Any]:
     """``training.learning_rate=1e-5`` -> (["training", "learning_rate"], 1e-5).
 
     The value is read as YAML, so numbers, booleans, null and lists keep their types.
     """
+    if len(text) > MAX_RECIPE_BYTES:
+        raise RecipeError(f"override {_short_repr.repr(text)}: longer than "
+                          f"{MAX_RECIPE_BYTES:,} characters")
     key, sep, raw = text.partition("=")
     if not sep or not key.strip():
         raise RecipeError(f"override {text!r}: expected dotted.key=value")
     # YAML 1.1 reads "1e-5" as a string; the schema's float fields accept numeric strings.
-    value = yaml.safe_load(raw) if raw.strip() else ""
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except (yaml.YAMLError, RecursionError) as err:
+        problem = "nested too deeply" if isinstance(err, RecursionError) else \
+            " ".join(str(err).split())
+        raise RecipeError(f"override {_short_repr.repr(text)}: the value is not valid YAML "
+                          f"({problem})") from None
     return key.strip().split("."), value
 
 
@@ -301,7 +318,7 @@ def format_validation_error(source: str, err: ValidationError) -> str:
         if problem["type"] == "extra_forbidden":
             message = "unknown key"
         elif "input" in problem and problem["type"] not in ("missing",) and problem["loc"]:
-            message = f"{message} (got {problem['input']!r})"
+            message = f"{message} (got {_short_repr.repr(problem['input'])})"
         lines.append(f"  {key}: {message}")
     return "\n".join(lines)
 
@@ -315,11 +332,26 @@ def load_recipe(path: str | os.PathLike, overrides: list[str] | None = None,
     """
     path = Path(path)
     if not path.is_file():
-        raise RecipeError(f"{path}: recipe not found")
+        raise RecipeError(f"{path}: recipe not found" if not path.exists() else
+                          f"{path}: not a regular file (a folder, FIFO or device)")
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        if path.stat().st_size > MAX_RECIPE_BYTES:
+            raise RecipeError(f"{path}: larger than {MAX_RECIPE_BYTES:,} bytes; not a recipe")
+        raw = path.read_bytes()
+        text = raw.decode("utf-8")
+    except OSError as err:
+        raise RecipeError(f"{path}: cannot read ({err.strerror or err})") from None
+    except UnicodeDecodeError as err:
+        line = raw.count(b"\n", 0, err.start) + 1
+        hint = " (UTF-16? save it as UTF-8)" if raw[:2] in (b"\xff\xfe", b"\xfe\xff") else ""
+        raise RecipeError(f"{path}:{line}: not valid UTF-8 (byte {err.start + 1}){hint}") \
+            from None
+    try:
+        data = yaml.safe_load(text) or {}
     except yaml.YAMLError as err:
         raise RecipeError(f"{path}: not valid YAML: {err}") from None
+    except RecursionError:
+        raise RecipeError(f"{path}: not valid YAML: nested too deeply") from None
     if not isinstance(data, dict):
         raise RecipeError(f"{path}: a recipe is a mapping of sections")
     apply_overrides(data, overrides or [])

@@ -14,6 +14,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +24,15 @@ HARD_NEGATIVE = 2
 SOFT_NEGATIVE = 1
 SPLITS = ("train", "dev", "test")
 QRELS_HEADER = ("query-id", "corpus-id", "score")
+MAX_LINE_BYTES = 32 * 2**20
+"""A longer line is refused (a corpus line is one passage; this bounds the memory a
+file without line ends can take)."""
+MAX_GRADE = 1000
+"""qrels scores must lie in [-MAX_GRADE, MAX_GRADE]: trec_eval allocates memory per grade
+level (a score of 2**31 takes over 16 GB)."""
+UTF8_BOM = b"\xef\xbb\xbf"
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
 
 Qrels = dict[str, dict[str, int]]
 """query id -> {corpus id -> graded relevance}."""
@@ -77,9 +87,33 @@ class BeirDataset:
 
 
 def decoded_lines(path: Path) -> Iterator[tuple[int, str]]:
-    """``(line number, text)`` pairs; a byte that is not UTF-8 is an error naming the line."""
-    with path.open("rb") as handle:
-        for number, raw in enumerate(handle, start=1):
+    """``(line number, text)`` pairs of a UTF-8 file with LF or CRLF line ends (a UTF-8 BOM
+    at its start is skipped). An error names the line for bytes that are not UTF-8 (UTF-16
+    included), a NUL byte, a lone CR, a BOM further on, or a line over ``MAX_LINE_BYTES``."""
+    limit = MAX_LINE_BYTES
+    try:
+        handle = path.open("rb")
+    except OSError as err:
+        raise DataError(path, f"cannot read ({err.strerror or err})") from None
+    with handle:
+        for number, raw in enumerate(iter(lambda: handle.readline(limit + 1), b""), start=1):
+            if len(raw) > limit:
+                raise DataError(path, f"line longer than {limit:,} bytes", number)
+            if number == 1 and raw.startswith((b"\xff\xfe", b"\xfe\xff")):
+                raise DataError(path, "UTF-16 or UTF-32 text (byte-order mark); save it as "
+                                      "UTF-8", number)
+            if raw.startswith(UTF8_BOM):
+                if number > 1:
+                    raise DataError(path, "a UTF-8 byte-order mark starts the line (files "
+                                          "concatenated?)", number)
+                raw = raw[len(UTF8_BOM):]
+            if b"\x00" in raw:
+                column = raw.index(b"\x00") + 1
+                raise DataError(path, f"NUL byte at byte {column} (a binary or UTF-16 file?)",
+                                number)
+            if b"\r" in raw.rstrip(b"\r\n"):
+                raise DataError(path, "carriage return inside the line (CR-only line ends? "
+                                      "use LF or CRLF)", number)
             try:
                 yield number, raw.decode("utf-8")
             except UnicodeDecodeError as err:
@@ -95,6 +129,10 @@ def iter_jsonl(path: Path) -> Iterator[tuple[int, dict]]:
         except json.JSONDecodeError as err:
             raise DataError(path, f"malformed JSON ({err.msg} at column {err.colno})",
                             number) from None
+        except RecursionError:
+            raise DataError(path, "malformed JSON (nested too deeply)", number) from None
+        except ValueError as err:  # e.g. an integer over Python's 4,300-digit limit
+            raise DataError(path, f"malformed JSON ({str(err).split(':')[0]})", number) from None
         if not isinstance(record, dict):
             raise DataError(path, "expected a JSON object", number)
         yield number, record
@@ -111,6 +149,12 @@ def string_field(path: str | os.PathLike, line: int, record: dict, name: str, *,
         value = str(value)
     if not isinstance(value, str):
         raise DataError(path, f"expected a string, got {type(value).__name__}", line, name)
+    if name == "_id" and _CONTROL.search(value):
+        raise DataError(path, f"control character {_CONTROL.search(value).group()!r} (tab, "
+                              "newline, NUL...): an id must fit in one TSV cell", line, name)
+    if not value.isascii() and _SURROGATE.search(value):  # isascii: the fast common case
+        raise DataError(path, f"lone surrogate {_SURROGATE.search(value).group()!r}: not "
+                              "encodable as UTF-8", line, name)
     if not allow_empty and not value.strip():
         raise DataError(path, "empty", line, name)
     return value
@@ -186,13 +230,17 @@ def read_qrels(path: str | os.PathLike, corpus_ids: Iterable[str] | None = None,
     first_line: dict[str, int] = {}
     lines = (text for _, text in decoded_lines(path))
     rows = csv.reader(lines, delimiter="\t")
-    header = next(rows, None)
+    header = _next_row(rows, path)
     if header is None:
         raise DataError(path, "empty file: expected a header and at least one row", 1)
     if tuple(cell.strip() for cell in header) != QRELS_HEADER:
         expected, got = "\t".join(QRELS_HEADER), "\t".join(header)
         raise DataError(path, f"expected header {expected!r}, got {got!r}", 1)
-    for line, row in enumerate(rows, start=2):
+    while True:
+        line = rows.line_num + 1  # where the row starts (a quoted cell may span lines)
+        row = _next_row(rows, path)
+        if row is None:
+            break
         if not row or all(not cell.strip() for cell in row):
             continue
         if len(row) != 3:
@@ -204,8 +252,11 @@ def read_qrels(path: str | os.PathLike, corpus_ids: Iterable[str] | None = None,
         try:
             score = int(raw_score)
         except ValueError:
-            raise DataError(path, f"expected an integer, got {raw_score!r}", line,
+            raise DataError(path, f"expected an integer, got {raw_score[:40]!r}", line,
                             "score") from None
+        if not -MAX_GRADE <= score <= MAX_GRADE:
+            raise DataError(path, f"expected a grade between -{MAX_GRADE} and {MAX_GRADE}, "
+                                  f"got {raw_score[:40]}", line, "score")
         if query_ids is not None and query_id not in query_ids:
             raise DataError(path, f"unknown query id '{query_id}' (not in queries.jsonl)",
                             line, "query-id")
@@ -228,9 +279,21 @@ def read_qrels(path: str | os.PathLike, corpus_ids: Iterable[str] | None = None,
     return qrels
 
 
+def _next_row(rows, path: Path) -> list[str] | None:
+    try:
+        return next(rows, None)
+    except csv.Error as err:  # e.g. a cell over csv's field size limit
+        raise DataError(path, f"not a tab-separated row ({err})", rows.line_num) from None
+
+
 def _require_file(path: Path) -> None:
-    if not path.is_file():
-        raise DataError(path, "file not found")
+    if path.is_file():
+        return
+    if path.is_symlink() and not path.exists():
+        raise DataError(path, "a symbolic link that leads nowhere (a loop or a missing target)")
+    if path.exists():
+        raise DataError(path, "not a regular file (a folder, FIFO or device)")
+    raise DataError(path, "file not found")
 
 
 def load_beir_folder(folder: str | os.PathLike, splits: Iterable[str] = SPLITS, *,

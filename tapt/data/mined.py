@@ -51,11 +51,20 @@ def read_mined(path: str | Path, dataset: BeirDataset, split: str) -> dict[str, 
             for name in ("rank", "score"):
                 value = negative.get(name)
                 if value is not None and (isinstance(value, bool) or not isinstance(
-                        value, (int, float)) or not math.isfinite(value)):
+                        value, (int, float)) or not _finite(value)):
                     raise DataError(path, f"expected a finite number, got {value!r}", line,
                                     f"{field}.{name}")
             if doc_id in ids:
                 raise DataError(path, f"passage {doc_id!r} listed twice", line, f"{field}.id")
             ids.append(doc_id)
         mined[query_id] = ids
+    if not mined:
+        raise DataError(path, "no mined negatives (tapt mine writes one line per query)")
     return mined
+
+
+def _finite(value: float) -> bool:
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an integer too large for any float
+        return False

@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib.resources
 import importlib.util
 import logging
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -114,6 +115,8 @@ def load_sentence_transformer(spec: ModelSpec):
                          "modelling code from the Hub; set model.trust_remote_code: true in "
                          "the recipe (or pass --trust-remote-code) if you trust it")
     path = resolve_model_path(spec.name_or_path)
+    if spec.trust_remote_code:
+        warn_remote_code(spec.name_or_path, spec.revision)
     dtype = torch_dtype(resolve_dtype(spec.dtype, spec.device))
     model = SentenceTransformer(path, device=spec.device, trust_remote_code=spec.trust_remote_code,
                                 revision=spec.revision, model_kwargs={"dtype": dtype})
@@ -121,6 +124,20 @@ def load_sentence_transformer(spec: ModelSpec):
         model.to(dtype)
     configure(model, spec, preset)
     return model
+
+
+COMMIT = re.compile(r"[0-9a-f]{40}")
+
+
+def warn_remote_code(name_or_path: str, revision: str | None) -> None:
+    """Say whose code runs with ``trust_remote_code`` and whether it is pinned."""
+    where = f"revision {revision}" if revision else "its latest revision"
+    advice = "" if revision and COMMIT.fullmatch(revision) else (
+        "; pin model.revision to a commit hash you have reviewed so the code cannot change "
+        "under you")
+    logger.warning("trust_remote_code is on: loading %s runs Python code from that "
+                   "repository (and any repository its config points to), at %s%s",
+                   name_or_path, where, advice)
 
 
 def configure(model, spec: ModelSpec, preset: FamilyPreset | None = None) -> None:

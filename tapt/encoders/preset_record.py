@@ -48,5 +48,7 @@ def write_preset_record(folder: Path, model, spec, stage: str, **extra: Any) -> 
               "max_seq_length": model.max_seq_length, "append_eos": preset.append_eos,
               "needs_remote_code": preset.needs_remote_code,
               "base_model": base_model_of(spec.name_or_path), "stage": stage, **extra}
-    (folder / RECORD_FILE).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    from tapt.files import atomic_write_text
+
+    atomic_write_text(folder / RECORD_FILE, json.dumps(record, indent=2) + "\n")
     return record

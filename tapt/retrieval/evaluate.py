@@ -11,7 +11,6 @@ import json
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Protocol
 
 from tapt.data.beir import BeirDataset
@@ -43,17 +42,19 @@ class EvalReport:
         return data
 
     def write_json(self, path: str | os.PathLike) -> None:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        Path(path).write_text(json.dumps(self.to_dict(), indent=2) + "\n", encoding="utf-8")
+        """The report as JSON, written atomically, secrets redacted."""
+        from tapt.files import atomic_write_text
+
+        atomic_write_text(path, json.dumps(self.to_dict(), indent=2) + "\n")
 
     def write_trec_run(self, path: str | os.PathLike, tag: str = "tapt") -> None:
         """TREC run format: ``qid Q0 docid rank score tag``, ranked as trec_eval ranks."""
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        with Path(path).open("w", encoding="utf-8") as handle:
-            for query_id, docs in self.run.items():
-                handle.writelines(f"{query_id} Q0 {doc_id} {position} {score!r} {tag}\n"
-                                  for position, (doc_id, score)
-                                  in enumerate(trec_ranking(docs), start=1))
+        from tapt.files import atomic_write_text
+
+        lines = [f"{query_id} Q0 {doc_id} {position} {score!r} {tag}\n"
+                 for query_id, docs in self.run.items()
+                 for position, (doc_id, score) in enumerate(trec_ranking(docs), start=1)]
+        atomic_write_text(path, "".join(lines), secrets=False)
 
 
 def split_queries(dataset: BeirDataset, split: str) -> tuple[list[str], list[str]]:

@@ -31,6 +31,7 @@ from tapt.retrieval.evaluate import evaluate
 from tapt.retrieval.finite import NonFiniteEmbeddingsError
 from tapt.retrieval.metrics import METRIC_KEYS
 from tapt.retrieval.sharding import broadcast
+from tapt.secrets import redact
 
 logger = logging.getLogger(__name__)
 
@@ -57,7 +58,7 @@ class RetrievalEvaluator(BaseEvaluator):
         corpus_ids: The passages to rank (e.g. :func:`tapt.data.subcorpus.subcorpus_ids`).
         metric: The primary metric, used to pick the best checkpoint.
         metrics_file: If given, every evaluation appends a JSON line here (give it on one
-            rank only; the trainer runs the evaluator on rank 0 under DDP).
+            rank only: under DDP every rank runs the evaluator).
         truncate_dim: Evaluate embeddings truncated to this width (Matryoshka).
         dtype: Compute dtype (``auto``, ``float32``, ``bfloat16``, ``float16``).
         max_tokens_per_batch: Padded tokens per encoding batch (default: batch_size x
@@ -140,7 +141,7 @@ class RetrievalEvaluator(BaseEvaluator):
         if self.metrics_file:
             os.makedirs(os.path.dirname(os.path.abspath(self.metrics_file)), exist_ok=True)
             with open(self.metrics_file, "a", encoding="utf-8") as handle:
-                handle.write(json.dumps(record) + "\n")
+                handle.write(redact(json.dumps(record)) + "\n")
         if not outcome["error"]:
             self.store_metrics_in_model_card_data(model, metrics, epoch, steps)
         return metrics

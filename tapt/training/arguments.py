@@ -8,6 +8,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from tapt.secrets import redact
+
 
 def has_accelerator() -> bool:
     import torch
@@ -53,7 +55,8 @@ def common_arguments(recipe, checkpoints: Path, resuming: bool) -> dict[str, Any
         **({"gradient_checkpointing": True} if t.gradient_checkpointing else {}),
         dataloader_num_workers=t.dataloader_workers,
         report_to=report_to,
-        run_name=recipe.tracking.run_name or Path(recipe.output_dir).name,
+        # Saved in training_args.bin, trainer_state.json and the model card: no secrets.
+        run_name=redact(recipe.tracking.run_name or Path(recipe.output_dir).name),
         disable_tqdm=False,
         # Without an accelerator, Accelerate only sets up multi-process (gloo) DDP when told
         # it runs on the CPU; otherwise torchrun's ranks would train unsynchronised.

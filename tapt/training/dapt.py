@@ -94,12 +94,15 @@ class DaptRecorder(TrainerCallback):
                            if key not in ("step", "epoch", "seconds")})
         self.history.append(record)
         if is_main_process():
+            from tapt.secrets import redact
+
             with self.run.metrics_file.open("a", encoding="utf-8") as handle:
-                handle.write(json.dumps(record) + "\n")
+                handle.write(redact(json.dumps(record)) + "\n")
         return control
 
 
-def dapt(recipe: DaptRecipe, *, callbacks: list | None = None) -> DaptResult:
+def dapt(recipe: DaptRecipe, *, callbacks: list | None = None,
+         overwrite: bool = False) -> DaptResult:
     """Run a DAPT recipe end to end; see the module docstring for the phases.
 
     Raises:
@@ -109,9 +112,11 @@ def dapt(recipe: DaptRecipe, *, callbacks: list | None = None) -> DaptResult:
 
     from tapt.data.passages import collect_passages, split_held_out
     from tapt.encoders.loading import load_sentence_transformer
+    from tapt.files import publish
     from tapt.training.nonfinite import NonFiniteGuard
     from tapt.training.tapt import (
         check_hub,
+        export_staging,
         model_spec,
         push_to_hub,
         read_history,
@@ -121,7 +126,7 @@ def dapt(recipe: DaptRecipe, *, callbacks: list | None = None) -> DaptResult:
 
     # 1. Check everything cheap before anything heavy.
     check_hub(recipe)
-    run, resume_from = prepare_run_dir(recipe)
+    run, resume_from = prepare_run_dir(recipe, overwrite=overwrite)
     eval_data = retrieval_data(recipe)
     passages = collect_passages(recipe.data, eval_data if recipe.data.path
                                 and not recipe.data.dev_data else None)
@@ -156,12 +161,13 @@ def dapt(recipe: DaptRecipe, *, callbacks: list | None = None) -> DaptResult:
     result = DaptResult(run_dir=run.root, final_dir=None, history=history)
     if not is_main_process():
         return result
-    export_dapt(model, spec, run, recipe, history)
-    result.final_dir = run.final
+    staging = export_staging(model, run, recipe)
+    export_dapt(model, spec, staging, recipe, history)
     write_results(run, {"status": "finished", "objective": recipe.objective.name,
                         "sequence_length": max_length, "training_passages": len(train_texts),
                         "held_out_passages": len(held_out), "nonfinite_steps": guard.skipped,
                         "nonfinite_events": guard.records(), "history": history})
+    result.final_dir = publish(staging, run.final)
     if recipe.tracking.backend == "wandb":
         import wandb
 
@@ -497,19 +503,20 @@ def simcse_trainer(recipe, run, model, train_texts, held_out, max_length, evalua
 
 # --- export -------------------------------------------------------------------------------
 
-def export_dapt(model, spec, run: RunDir, recipe: DaptRecipe, history: list[dict]) -> None:
-    """``OUTPUT/final``: the SentenceTransformer (tapt's export), the preset record that
-    lets ``tapt train`` start from it, and a model card section with the curves."""
+def export_dapt(model, spec, folder: Path, recipe: DaptRecipe, history: list[dict]) -> None:
+    """The export (``OUTPUT/final``, written into ``folder``): the SentenceTransformer, the
+    preset record that lets ``tapt train`` start from it, and a card section with the
+    curves."""
     from tapt.encoders.preset_record import write_preset_record
+    from tapt.files import atomic_write_text
     from tapt.training.export import card_with_front_matter, save_model
 
-    save_model(model, run.final, recipe)
-    write_preset_record(run.final, model, spec, stage="dapt", objective=recipe.objective.name)
-    card = run.final / "README.md"
+    save_model(model, folder, recipe)
+    write_preset_record(folder, model, spec, stage="dapt", objective=recipe.objective.name)
+    card = folder / "README.md"
     text = card.read_text(encoding="utf-8") if card.exists() else ""
     text = card_with_front_matter(text, recipe, summary={})
-    card.write_text(text.rstrip("\n") + "\n\n" + dapt_card_section(recipe, history),
-                    encoding="utf-8")
+    atomic_write_text(card, text.rstrip("\n") + "\n\n" + dapt_card_section(recipe, history))
 
 
 def dapt_card_section(recipe: DaptRecipe, history: list[dict]) -> str:

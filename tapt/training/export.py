@@ -17,6 +17,7 @@ import json
 import re
 from pathlib import Path
 
+from tapt.files import atomic_write_text
 from tapt.recipe import Recipe
 from tapt.retrieval.metrics import METRIC_KEYS
 from tapt.training.lora import merge_lora
@@ -258,7 +259,6 @@ def write_card(folder: Path, recipe: Recipe, *, history: list[dict],
     text = card.read_text(encoding="utf-8") if card.exists() else "---\nlicense: apache-2.0\n---\n"
     text = text.split(CARD_SECTION_MARKER, 1)[0].rstrip("\n") + "\n"
     text = card_with_front_matter(text, recipe, summary)
-    card.write_text(text + tapt_card_section(recipe, history, summary, best_step, curve),
-                    encoding="utf-8")
-    (folder / "tapt_results.json").write_text(json.dumps(summary, indent=2) + "\n",
-                                              encoding="utf-8")
+    atomic_write_text(card, text + tapt_card_section(recipe, history, summary, best_step,
+                                                     curve))
+    atomic_write_text(folder / "tapt_results.json", json.dumps(summary, indent=2) + "\n")

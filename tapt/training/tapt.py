@@ -120,8 +120,8 @@ def training_arguments(recipe: Recipe, run: RunDir, resuming: bool,
     )
 
 
-def train(recipe: Recipe, *, run_test: bool = False, callbacks: list | None = None
-          ) -> TrainResult:
+def train(recipe: Recipe, *, run_test: bool = False, callbacks: list | None = None,
+          overwrite: bool = False) -> TrainResult:
     """Run a recipe end to end; see the module docstring for the phases.
 
     Raises:
@@ -136,7 +136,7 @@ def train(recipe: Recipe, *, run_test: bool = False, callbacks: list | None = No
     # 1. Check everything cheap before anything heavy.
     check_recipe(recipe)
     check_hub(recipe)
-    run, resume_from = prepare_run_dir(recipe)
+    run, resume_from = prepare_run_dir(recipe, overwrite=overwrite)
     dataset = load_recipe_data(recipe, with_test=run_test)
     mined = None
     if recipe.data.mined_negatives:
@@ -195,15 +195,18 @@ def train(recipe: Recipe, *, run_test: bool = False, callbacks: list | None = No
     result = TrainResult(run_dir=run.root, final_dir=None, history=history, best_step=best_step)
 
     # 4. Export first (a failing test evaluation must not cost the model), then test.
+    from tapt.files import publish
     from tapt.training.export import save_model, write_card
 
+    # The export is written into a staging folder and renamed to final/ only when whole.
+    staging = None
     if is_main_process():
         from tapt.encoders.preset_record import write_preset_record
 
-        save_model(model, run.final, recipe)
-        write_preset_record(run.final, model, model_spec(recipe), stage="tapt",
+        staging = export_staging(model, run, recipe)
+        save_model(model, staging, recipe)
+        write_preset_record(staging, model, model_spec(recipe), stage="tapt",
                             loss=recipe.loss.name)
-        result.final_dir = run.final
     trained_test = test_metrics(model, dataset, recipe) if run_test else None
     if not is_main_process():
         return result
@@ -213,16 +216,26 @@ def train(recipe: Recipe, *, run_test: bool = False, callbacks: list | None = No
     if trained_test is not None:
         summary["TAPT test"] = trained_test
     result.summary = summary
-    write_card(run.final, recipe, history=history, summary=summary, best_step=best_step)
+    write_card(staging, recipe, history=history, summary=summary, best_step=best_step)
     write_results(run, {"status": "finished", "summary": summary, "best_step": best_step,
                         "eval_dtype": evaluator.history[-1]["dtype"] if evaluator.history
                         else None,
                         "nonfinite_steps": guard.skipped, "nonfinite_events": guard.records(),
                         "refused_evaluations": len(evaluator.refusals), "history": history})
+    result.final_dir = publish(staging, run.final)
     if recipe.tracking.backend == "wandb":
         finish_wandb(summary)
     push_to_hub(recipe, run.final)
     return result
+
+
+def export_staging(model, run: RunDir, recipe) -> Path:
+    """The staging folder of ``final/``, after checking there is room for the export."""
+    from tapt.files import ensure_free_space, parameter_bytes, staging_folder
+
+    bytes_per_value = 4 if recipe.export.dtype == "float32" else 2
+    ensure_free_space(run.root, parameter_bytes(model, bytes_per_value), "the export")
+    return staging_folder(run.final)
 
 
 def check_hub(recipe) -> None:
@@ -261,10 +274,10 @@ def run_trainer(trainer, run: RunDir, resume_from: str | None) -> None:
 
 
 def write_results(run: RunDir, results: dict) -> None:
-    """``results.json``, written whole or not at all."""
-    partial = run.results_file.with_suffix(".json.tmp")
-    partial.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
-    partial.replace(run.results_file)
+    """``results.json``, written whole or not at all, secrets redacted."""
+    from tapt.files import atomic_write_text
+
+    atomic_write_text(run.results_file, json.dumps(results, indent=2) + "\n")
 
 
 def query_ids_by_text(dataset: BeirDataset, split: str) -> dict[str, str]:
@@ -316,10 +329,22 @@ def read_history(run: RunDir) -> list[dict]:
     if not run.metrics_file.is_file():
         return []
     by_step: dict[int, dict] = {}
-    for line in run.metrics_file.read_text(encoding="utf-8").splitlines():
-        if line.strip():
+    lines = run.metrics_file.read_text(encoding="utf-8").splitlines()
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
             entry = json.loads(line)
-            by_step[int(entry["step"])] = entry
+            step = int(entry["step"])
+        except (json.JSONDecodeError, KeyError, TypeError, ValueError) as err:
+            if number == len(lines):  # cut short by a crash while appending: skip it
+                logger.warning("%s:%d: incomplete last line skipped", run.metrics_file, number)
+                continue
+            from tapt.data.beir import DataError
+
+            raise DataError(run.metrics_file, f"not an evaluation record ({err})", number,
+                            "step") from None
+        by_step[step] = entry
     return [by_step[step] for step in sorted(by_step)]
 
 

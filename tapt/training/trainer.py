@@ -4,12 +4,16 @@
   (with the batch's query ids), and ``nonfinite_steps`` is logged;
 - under DDP the evaluator runs on every rank, which encodes its share with tapt's fast
   path (the stock trainer runs it on rank 0 and has the other ranks serve ``encode``);
+- checkpoints are marked complete once whole, older ones deleted only after that, and
+  the free space is checked before each save;
 - a best checkpoint that cannot be loaded is an error (the stock trainer logs it and goes
   on with the last weights, which would then be exported as "best");
 - LoRA adapters are reloaded from checkpoints (resume and best model).
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 from sentence_transformers import SentenceTransformerTrainer
 from transformers import Trainer
@@ -37,6 +41,33 @@ class GuardedTrainerMixin:
         if "loss" in logs:
             logs["nonfinite_steps"] = self.guard.skipped
         super().log(logs, start_time)
+
+    def _save_checkpoint(self, model, trial) -> None:
+        """Check the free space first; mark the checkpoint complete once every file is
+        written, and only then delete older checkpoints (a crash mid-save leaves the
+        previous complete checkpoint to resume from)."""
+        from transformers.trainer_utils import rotate_checkpoints
+
+        from tapt.files import ensure_free_space, parameter_bytes
+        from tapt.training.run_dir import mark_complete
+
+        run_dir = Path(self._get_output_dir(trial=trial))
+        if self.args.should_save:
+            trainable = sum(p.numel() * p.element_size() for p in self.model.parameters()
+                            if p.requires_grad)
+            ensure_free_space(run_dir, parameter_bytes(self.model) + 2 * trainable,
+                              "a checkpoint (weights and optimizer state)")
+        limit, self.args.save_total_limit = self.args.save_total_limit, None
+        try:
+            super()._save_checkpoint(model, trial)
+        finally:
+            self.args.save_total_limit = limit
+        if self.args.should_save:
+            mark_complete(run_dir / f"checkpoint-{self.state.global_step}",
+                          self.state.global_step)
+            rotate_checkpoints(output_dir=str(run_dir), save_total_limit=limit,
+                               best_model_checkpoint=self.state.best_model_checkpoint,
+                               use_mtime=True)
 
 
 class GuardedTrainer(GuardedTrainerMixin, Trainer):

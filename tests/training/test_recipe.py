@@ -156,7 +156,7 @@ def test_trust_remote_code_is_off_by_default(tmp_path):
 def test_train_accepts_overrides_before_and_after_options(monkeypatch, tmp_path):
     seen = {}
 
-    def fake_train(recipe, run_test=False, callbacks=None):
+    def fake_train(recipe, run_test=False, callbacks=None, overwrite=False):
         seen["recipe"], seen["test"] = recipe, run_test
         raise SystemExit(0)
 

@@ -1,0 +1,77 @@
+"""Writing files and folders so that a crash or a full disk never leaves half of one.
+
+Every result file tapt writes goes to a temporary name next to its target and is renamed
+into place (atomic on POSIX filesystems); exports are written into a staging folder that
+is renamed at the end. Before writing a checkpoint or an export, the free space is checked
+against the size about to be written.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+from tapt.secrets import redact
+
+
+class DiskSpaceError(OSError):
+    """Not enough free space for what tapt is about to write."""
+
+
+def atomic_write_text(path: str | os.PathLike, text: str, *, secrets: bool = True) -> Path:
+    """Write ``text`` (secrets redacted unless told otherwise) to ``path`` atomically."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
+    try:
+        partial.write_text(redact(text) if secrets else text, encoding="utf-8")
+        partial.replace(path)
+    finally:
+        partial.unlink(missing_ok=True)
+    return path
+
+
+def staging_folder(target: Path) -> Path:
+    """Where an export of ``target`` is written before :func:`publish` renames it; a
+    staging folder a crash left behind is removed. The folder itself is not created."""
+    staging = target.with_name(f"{target.name}.partial")
+    if staging.exists():
+        shutil.rmtree(staging)
+    return staging
+
+
+def publish(staging: Path, target: Path) -> Path:
+    """Rename a finished staging folder to ``target`` (which must not exist)."""
+    if target.exists():
+        raise FileExistsError(f"{target} exists; the export stays in {staging}")
+    staging.replace(target)
+    return target
+
+
+def ensure_free_space(path: str | os.PathLike, needed: int, what: str,
+                      headroom: float = 1.1) -> None:
+    """Raise :class:`DiskSpaceError` unless ``path``'s filesystem has room for ``needed``
+    bytes (times ``headroom``)."""
+    folder = Path(path)
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    free = shutil.disk_usage(folder).free
+    if free < needed * headroom:
+        raise DiskSpaceError(f"not enough disk space for {what}: it needs about "
+                             f"{human(needed * headroom)} at {Path(path)}, and "
+                             f"{human(free)} is free there; free some space or choose "
+                             "another output_dir")
+
+
+def human(size: float) -> str:
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if size < 1000 or unit == "TB":
+            return f"{size:.1f} {unit}" if unit != "B" else f"{int(size)} B"
+        size /= 1000
+    return f"{size:.1f} TB"
+
+
+def parameter_bytes(model, dtype_bytes: int | None = None) -> int:
+    """Bytes of ``model``'s parameters (at ``dtype_bytes`` each, or as stored)."""
+    return sum(p.numel() * (dtype_bytes or p.element_size()) for p in model.parameters())

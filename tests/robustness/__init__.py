@@ -1,0 +1,1 @@
+"""Hostile-input and fault tests; their outcomes make docs/reliability.md."""
