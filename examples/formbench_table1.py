@@ -1,5 +1,6 @@
 """A FormBench Table-1-style comparison, the corpus-size ablation and the analyses, end to
-end on generated data with all-MiniLM-L6-v2 on a CPU (about 7 minutes on 2 cores).
+end on generated data with all-MiniLM-L6-v2 on a CPU (32 minutes measured on 2 cores
+shared with a training job).
 
 Every step is a ``tapt`` command, printed before it runs (and listed in
 ``OUT/commands.txt``), so each can be copied; they run in this process unless
