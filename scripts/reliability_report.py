@@ -221,6 +221,16 @@ def render(rows: list[dict], pytest_summary: str, sources: list[str], fuzz: str 
     for area in areas:
         lines += [f"## {area[0].upper() + area[1:]}", ""]
         for reader, by_input in groups[area].items():
+            if reader == "-":  # faults recorded by a marked test: the test is the evidence
+                lines += ["| fault | what tapt does (asserted) | result | test |",
+                          "|---|---|---|---|"]
+                for fault, case_rows in by_input.items():
+                    row = case_rows[0]
+                    result = "passed" if all(r["passed"] for r in case_rows) else "FAILED"
+                    lines.append(f"| {cell(fault)} | {cell(row['expected'])} | {result} | "
+                                 f"`{cell(row['test'])}` |")
+                lines.append("")
+                continue
             lines += [f"### {reader}", "", "| input / fault | expected | what tapt did | message |",
                       "|---|---|---|---|"]
             for hostile, case_rows in by_input.items():

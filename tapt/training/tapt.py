@@ -329,7 +329,8 @@ def read_history(run: RunDir) -> list[dict]:
     if not run.metrics_file.is_file():
         return []
     by_step: dict[int, dict] = {}
-    lines = run.metrics_file.read_text(encoding="utf-8").splitlines()
+    text = run.metrics_file.read_text(encoding="utf-8")
+    lines = text.splitlines()
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
@@ -337,7 +338,9 @@ def read_history(run: RunDir) -> list[dict]:
             entry = json.loads(line)
             step = int(entry["step"])
         except (json.JSONDecodeError, KeyError, TypeError, ValueError) as err:
-            if number == len(lines):  # cut short by a crash while appending: skip it
+            cut = (isinstance(err, json.JSONDecodeError) and number == len(lines)
+                   and not text.endswith("\n"))
+            if cut:  # a crash while appending left half a line: skip it
                 logger.warning("%s:%d: incomplete last line skipped", run.metrics_file, number)
                 continue
             from tapt.data.beir import DataError
