@@ -703,17 +703,34 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return 0
 
 
+def _named_models(values: list[str]) -> dict[str, str]:
+    """``--model [NAME=]MODEL`` values as {name: model}; names must differ."""
+    from tapt.analysis.embed import labelled
+
+    models = dict(map(labelled, values))
+    if len(models) != len(values):
+        raise ValueError(f"--model names must differ: {values}")
+    return models
+
+
+def _show_and_save(table, data: dict, output: Path, figure, plot: Path, what: str) -> None:
+    """Print an analysis table, write its JSON and its figure, say where."""
+    from tapt.analysis import plots
+
+    console.print(table)
+    _write_json(output, data)
+    plots.save(figure, plot)
+    console.print(f"{what} written to {output}, plot to {plot}")
+
+
 def cmd_ablate(args: argparse.Namespace) -> int:
     from functools import partial
 
-    from tapt.analysis import plots
     from tapt.analysis.ablation import ablation_figure, ablation_table, corpus_size_ablation
-    from tapt.analysis.embed import labelled, load_model
+    from tapt.analysis.embed import load_model
 
     output, plot = _analysis_files(args)
-    models = dict(map(labelled, args.model))
-    if len(models) != len(args.model):
-        raise ValueError(f"--model names must differ: {args.model}")
+    models = _named_models(args.model)
     options = _model_options(args)
     dataset = _analysis_data(args, [args.split])
     result = corpus_size_ablation(
@@ -721,15 +738,12 @@ def cmd_ablate(args: argparse.Namespace) -> int:
         dataset, args.split, fractions=args.fractions, seed=args.seed,
         batch_size=args.batch_size, top_k=args.top_k, with_title=not args.no_title,
         names=list(models), on_model=lambda name: console.print(f"[bold]{name}[/bold]"))
-    console.print(ablation_table(result))
-    _write_json(output, result.to_dict())
-    plots.save(ablation_figure(result), plot)
-    console.print(f"ablation written to {output}, plot to {plot}")
+    _show_and_save(ablation_table(result), result.to_dict(), output,
+                   ablation_figure(result), plot, "ablation")
     return 0
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:
-    from tapt.analysis import plots
     from tapt.analysis.embed import labelled, load_encoder
     from tapt.analysis.geometry import analyze_geometry, geometry_figure, geometry_table
 
@@ -744,25 +758,20 @@ def cmd_analyze(args: argparse.Namespace) -> int:
                                 random_per_query=args.random_per_query, pairs=args.pairs,
                                 batch_size=args.batch_size, with_title=not args.no_title,
                                 name=name)
-    console.print(geometry_table(geometry))
-    _write_json(output, geometry.to_dict())
-    plots.save(geometry_figure(geometry), plot)
-    console.print(f"geometry written to {output}, histogram to {plot}")
+    _show_and_save(geometry_table(geometry), geometry.to_dict(), output,
+                   geometry_figure(geometry), plot, "geometry")
     return 0
 
 
 def cmd_probe(args: argparse.Namespace) -> int:
     from functools import partial
 
-    from tapt.analysis import plots
-    from tapt.analysis.embed import labelled, load_encoder
+    from tapt.analysis.embed import load_encoder
     from tapt.analysis.probes import probe_figure, probe_table, read_labels, run_probes
     from tapt.data.sources import config_name
 
     output, plot = _analysis_files(args)
-    models = dict(map(labelled, args.model))
-    if len(models) != len(args.model):
-        raise ValueError(f"--model names must differ: {args.model}")
+    models = _named_models(args.model)
     dataset = _analysis_data(args, [])
     folder = Path(args.data)
     config = config_name(args.config)
@@ -776,10 +785,8 @@ def cmd_probe(args: argparse.Namespace) -> int:
                         max_passages=args.max_passages, batch_size=args.batch_size,
                         with_title=not args.no_title,
                         on_model=lambda name: console.print(f"[bold]{name}[/bold]"))
-    console.print(probe_table(result))
-    _write_json(output, result.to_dict())
-    plots.save(probe_figure(result), plot)
-    console.print(f"probes written to {output}, plot to {plot}")
+    _show_and_save(probe_table(result), result.to_dict(), output, probe_figure(result), plot,
+                   "probes")
     return 0
 
 

@@ -292,17 +292,24 @@ def comparison_table(comparison: Comparison, metric: str = PRIMARY,
     latency_corpus = "C1" if "C1" in comparison.corpora else comparison.corpora[0]
     table.add_column(f"{latency_corpus} ms/query ({comparison.latency})", justify="right")
     for row in comparison.rows:
-        cells = [row.name, row.kind]
-        for corpus in comparison.corpora:
-            cell = row.cells.get(corpus)
-            cells += [f"{cell.metrics[k]:.4f}" if cell else "-" for k in comparison.metrics]
-        if with_retention:
-            value = row.retention.get(metric)
-            cells.append(f"{value:.1%}" if value is not None and _finite(value) else "-")
+        cells = _metric_cells(row, comparison, metric, with_retention)
         cell = row.cells.get(latency_corpus)
         cells.append(f"{cell.latency_ms:.3f}" if cell and _finite(cell.latency_ms) else "-")
         table.add_row(*cells)
     return table
+
+
+def _metric_cells(row: SystemRow, comparison: Comparison, metric: str,
+                  with_retention: bool) -> list[str]:
+    """Name, kind, each corpus's metrics and (if asked) the C1/C0 retention, as text."""
+    cells = [row.name, row.kind]
+    for corpus in comparison.corpora:
+        cell = row.cells.get(corpus)
+        cells += [f"{cell.metrics[k]:.4f}" if cell else "-" for k in comparison.metrics]
+    if with_retention:
+        value = row.retention.get(metric)
+        cells.append(f"{value:.1%}" if value is not None and _finite(value) else "-")
+    return cells
 
 
 def markdown_table(comparison: Comparison, metric: str = PRIMARY) -> str:
@@ -314,13 +321,7 @@ def markdown_table(comparison: Comparison, metric: str = PRIMARY) -> str:
         header.append(f"C1/C0 {SHORT.get(metric, metric)}")
     lines = ["| " + " | ".join(header) + " |", "|---|---|" + "---:|" * (len(header) - 2)]
     for row in comparison.rows:
-        cells = [row.name, row.kind]
-        for corpus in comparison.corpora:
-            cell = row.cells.get(corpus)
-            cells += [f"{cell.metrics[k]:.4f}" if cell else "-" for k in comparison.metrics]
-        if with_retention:
-            value = row.retention.get(metric)
-            cells.append(f"{value:.1%}" if value is not None and _finite(value) else "-")
+        cells = _metric_cells(row, comparison, metric, with_retention)
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 

@@ -22,9 +22,9 @@ import logging
 import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from email.utils import parsedate_to_datetime
 from typing import TypeVar
+
+from tapt.retry import RetryPolicy, parse_retry_after
 
 logger = logging.getLogger(__name__)
 
@@ -46,22 +46,6 @@ def _network_errors() -> tuple[type[BaseException], ...]:
         return tuple(_DEFAULT_RETRY_ON_EXCEPTIONS) + (ConnectionError, TimeoutError)
     except ImportError:
         return (ConnectionError, TimeoutError)
-
-
-@dataclass(frozen=True)
-class RetryPolicy:
-    """``attempts`` tries in all; waits ``base_wait``, then twice as long each time, at most
-    ``max_wait`` seconds (a 429's ``Retry-After`` is honoured up to ``max_wait``)."""
-
-    attempts: int = 5
-    base_wait: float = 2.0
-    max_wait: float = 60.0
-
-    def wait(self, attempt: int, retry_after: float | None = None) -> float:
-        wait = min(self.max_wait, self.base_wait * 2 ** (attempt - 1))
-        if retry_after is not None:
-            wait = min(self.max_wait, max(wait, retry_after))
-        return wait
 
 
 def exception_chain(err: BaseException) -> list[BaseException]:
@@ -107,18 +91,10 @@ def should_retry(err: BaseException) -> bool:
 
 
 def retry_after(err: BaseException) -> float | None:
-    """Seconds from a ``Retry-After`` header (delta or HTTP date), if the answer had one."""
+    """Seconds from the failed answer's ``Retry-After`` header, if it had one."""
     _, _, response = failed_request(err)
-    value = getattr(response, "headers", {}).get("Retry-After") if response is not None else None
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        try:
-            return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
-        except (TypeError, ValueError):
-            return None
+    headers = getattr(response, "headers", {}) if response is not None else {}
+    return parse_retry_after(headers.get("Retry-After"))
 
 
 def describe(err: BaseException) -> str:

@@ -24,9 +24,10 @@ import hashlib
 import json
 import threading
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import numpy as np
+from local_server import LocalServer
 
 DEFAULT_DIMS = {"text-embedding-3-large": 3072, "text-embedding-3-small": 1536}
 OPENAI_KEYS = {"model", "input", "encoding_format", "dimensions", "user"}
@@ -84,7 +85,7 @@ class Recorded:
     status: int = 0
 
 
-class FakeEmbeddingAPI:
+class FakeEmbeddingAPI(LocalServer):
     def __init__(self, provider: str = "openai", *, key: str = "test-key",
                  max_inputs: int | None = None, max_tokens: int | None = None,
                  max_input_tokens: int | None = None) -> None:
@@ -98,25 +99,11 @@ class FakeEmbeddingAPI:
         self.script: list[Scripted] = []
         self.billed_tokens = 0
         self.lock = threading.Lock()
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-        self.server.daemon_threads = True
-        self.server.api = self
-        self.thread = threading.Thread(target=self.server.serve_forever, args=(0.02,),
-                                       daemon=True)
+        super().__init__(_Handler)
 
     @property
     def base_url(self) -> str:
-        host, port = self.server.server_address[:2]
-        return f"http://{host}:{port}/v1"
-
-    def start(self) -> FakeEmbeddingAPI:
-        self.thread.start()
-        return self
-
-    def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-        self.thread.join(timeout=5)
+        return f"{self.address}/v1"
 
     def fail(self, status: int, times: int | None = 1, headers: dict | None = None,
              body: bytes | None = None, after: int = 0) -> None:
@@ -249,7 +236,7 @@ class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
 
     def do_POST(self) -> None:
-        self.server.api.handle(self)
+        self.server.owner.handle(self)
 
     do_GET = do_POST
 

@@ -34,11 +34,12 @@ import re
 import shutil
 import threading
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 import yaml
+from local_server import LocalServer
 
 LFS_SUFFIXES = (".safetensors", ".bin", ".png", ".pt", ".onnx")
 GITATTRIBUTES = b"*.safetensors filter=lfs diff=lfs merge=lfs -text\n"
@@ -84,7 +85,7 @@ class Repo:
     heads: dict[str, str]
 
 
-class FakeHub:
+class FakeHub(LocalServer):
     def __init__(self, root: Path, token: str | None = None) -> None:
         self.root = root
         self.token = token
@@ -95,24 +96,11 @@ class FakeHub:
         self.lfs_objects: dict[str, bytes] = {}
         self.failures: list[Failure] = []
         self.lock = threading.Lock()
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-        self.server.daemon_threads = True
-        self.server.hub = self
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        super().__init__(_Handler)
 
     @property
     def endpoint(self) -> str:
-        host, port = self.server.server_address[:2]
-        return f"http://{host}:{port}"
-
-    def start(self) -> FakeHub:
-        self.thread.start()
-        return self
-
-    def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-        self.thread.join(timeout=5)
+        return self.address
 
     # -- what tests use --------------------------------------------------------------
     def fail(self, method: str, pattern: str, status: int | None = 500,
@@ -342,7 +330,7 @@ class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
 
     def do_GET(self) -> None:
-        self.server.hub.handle(self)
+        self.server.owner.handle(self)
 
     do_POST = do_PUT = do_HEAD = do_GET
 

@@ -166,3 +166,34 @@ def test_exports_hold_no_pickles_and_tapt_loads_none(make_recipe):
               if ("torch.load(" in line and "weights_only=True" not in line)
               or "pickle.load" in line]
     assert unsafe == []
+
+
+@pytest.mark.reliability(
+    area="unsafe loading", fault="trust_remote_code on, with and without a pinned revision",
+    behaviour="a warning names the repository whose code will run and its revision, and "
+              "asks to pin a commit unless the revision is one; off, nothing is said")
+def test_remote_code_names_the_repository_and_asks_for_a_pinned_revision(tiny_bert_path,
+                                                                           caplog):
+    import logging
+
+    from tapt.encoders.loading import ModelSpec, load_sentence_transformer
+
+    def warnings_for(**spec) -> list[str]:
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="tapt.encoders.loading"):
+            load_sentence_transformer(ModelSpec(str(tiny_bert_path), **spec))
+        return [r.getMessage() for r in caplog.records if "trust_remote_code" in r.getMessage()]
+
+    assert warnings_for() == []
+    [unpinned] = warnings_for(trust_remote_code=True)
+    assert str(tiny_bert_path) in unpinned and "latest revision" in unpinned
+    assert "pin model.revision" in unpinned
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    from tapt.encoders.loading import warn_remote_code
+
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="tapt.encoders.loading"):
+        warn_remote_code("org/model", commit)
+    [pinned] = [r.getMessage() for r in caplog.records]
+    assert "org/model runs Python code" in pinned and commit in pinned
+    assert "pin model.revision" not in pinned

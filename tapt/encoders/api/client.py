@@ -22,11 +22,11 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from email.utils import parsedate_to_datetime
 
 import httpx
 
 from tapt.encoders.api.ratelimit import RateLimiter
+from tapt.retry import RetryPolicy, parse_retry_after
 
 logger = logging.getLogger(__name__)
 
@@ -43,21 +43,8 @@ class MalformedResponse(APIError):
     """An answer that is not the provider's documented JSON."""
 
 
-@dataclass(frozen=True)
-class RetryPolicy:
-    """``attempts`` tries in all; waits ``base_wait`` seconds, doubling each time up to
-    ``max_wait``; a server's ``Retry-After`` wins when longer (up to ``max_retry_after``)."""
-
-    attempts: int = 6
-    base_wait: float = 1.0
-    max_wait: float = 60.0
-    max_retry_after: float = 600.0
-
-    def wait(self, attempt: int, retry_after: float | None = None) -> float:
-        wait = min(self.max_wait, self.base_wait * 2 ** (attempt - 1))
-        if retry_after is not None:
-            wait = max(wait, min(retry_after, self.max_retry_after))
-        return wait
+API_RETRY = RetryPolicy(attempts=6, base_wait=1.0, max_wait=60.0, max_retry_after=600.0)
+"""Providers ask for long pauses on 429 (minutes); they are honoured up to 10 minutes."""
 
 
 def retryable(status: int) -> bool:
@@ -72,16 +59,7 @@ def retry_after_seconds(headers: httpx.Headers) -> float | None:
             return max(0.0, float(value) / 1000)
         except ValueError:
             pass
-    value = headers.get("retry-after")
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        try:
-            return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
-        except (TypeError, ValueError):
-            return None
+    return parse_retry_after(headers.get("retry-after"))
 
 
 @dataclass
@@ -103,7 +81,7 @@ class JSONClient:
         self.label = label
         self.base_url = base_url.rstrip("/")
         self._secret = api_key
-        self.retry = retry or RetryPolicy()
+        self.retry = retry or API_RETRY
         self.limiter = limiter or RateLimiter(None, None)
         self.sleep = sleep
         self.http = httpx.Client(base_url=self.base_url, timeout=httpx.Timeout(timeout),
