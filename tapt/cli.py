@@ -824,7 +824,7 @@ def main(argv: list[str] | None = None) -> int:
                         format="%(message)s", handlers=[RichHandler(show_path=False, level=logging.DEBUG if args.verbose
                                                      else logging.INFO)])
     logger.setLevel(logging.DEBUG if args.verbose else logging.INFO)
-    from tapt.secrets import install_log_redaction, redact
+    from tapt.redaction import install_log_redaction, redact
 
     install_log_redaction()
     from tapt.hub.errors import PushFailed

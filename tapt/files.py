@@ -12,7 +12,7 @@ import os
 import shutil
 from pathlib import Path
 
-from tapt.secrets import redact
+from tapt.redaction import redact
 
 
 class DiskSpaceError(OSError):

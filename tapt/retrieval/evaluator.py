@@ -26,12 +26,12 @@ from sentence_transformers.base.evaluation import BaseEvaluator
 from tapt.data.beir import BeirDataset
 from tapt.encoders.base import TruncatedEncoder
 from tapt.encoders.sentence import SentenceTransformerEncoder
+from tapt.redaction import redact
 from tapt.retrieval.dense import DenseRetriever
 from tapt.retrieval.evaluate import evaluate
 from tapt.retrieval.finite import NonFiniteEmbeddingsError
 from tapt.retrieval.metrics import METRIC_KEYS
 from tapt.retrieval.sharding import broadcast
-from tapt.secrets import redact
 
 logger = logging.getLogger(__name__)
 

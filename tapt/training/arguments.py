@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from tapt.secrets import redact
+from tapt.redaction import redact
 
 
 def has_accelerator() -> bool:

@@ -94,7 +94,7 @@ class DaptRecorder(TrainerCallback):
                            if key not in ("step", "epoch", "seconds")})
         self.history.append(record)
         if is_main_process():
-            from tapt.secrets import redact
+            from tapt.redaction import redact
 
             with self.run.metrics_file.open("a", encoding="utf-8") as handle:
                 handle.write(redact(json.dumps(record)) + "\n")

@@ -145,7 +145,7 @@ def prepare_run_dir(recipe: Recipe | DaptRecipe, overwrite: bool = False
     user had is overwritten. With ``overwrite`` such a folder is moved aside
     (``OUTPUT.old-TIMESTAMP``) and a new run starts; the same unfinished run still resumes.
     """
-    from tapt.secrets import redact_data
+    from tapt.redaction import redact_data
 
     run = RunDir(Path(recipe.output_dir))
     if overwrite:
@@ -192,7 +192,7 @@ def write_recipe(run: RunDir, recipe: Recipe | DaptRecipe) -> None:
     """Record the resolved recipe, secrets redacted (tokens belong in the environment, but
     an override may carry one), atomically: other ranks never read half a recipe."""
     from tapt.files import atomic_write_text
-    from tapt.secrets import redact_data
+    from tapt.redaction import redact_data
 
     # Redact the values, not the YAML text: a bare *** would read as a YAML alias.
     atomic_write_text(run.recipe_file, yaml.safe_dump(redact_data(recipe.model_dump(
