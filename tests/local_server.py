@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -30,3 +31,21 @@ class LocalServer:
         self.server.shutdown()
         self.server.server_close()
         self.thread.join(timeout=5)
+
+
+def send_raw(handler: BaseHTTPRequestHandler, status: int, data: bytes,
+             headers: dict | None = None) -> None:
+    """Answer ``data`` with ``status`` and ``headers`` (Content-Length added)."""
+    handler.send_response(status)
+    for key, value in (headers or {}).items():
+        handler.send_header(key, value)
+    handler.send_header("Content-Length", str(len(data)))
+    handler.end_headers()
+    handler.wfile.write(data)
+
+
+def send_json(handler: BaseHTTPRequestHandler, status: int, payload: object,
+              headers: dict | None = None) -> None:
+    """Answer ``payload`` as JSON."""
+    send_raw(handler, status, json.dumps(payload).encode(),
+             {"Content-Type": "application/json", **(headers or {})})

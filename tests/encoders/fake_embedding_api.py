@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
 
 import numpy as np
-from local_server import LocalServer
+from local_server import LocalServer, send_json, send_raw
 
 DEFAULT_DIMS = {"text-embedding-3-large": 3072, "text-embedding-3-small": 1536}
 OPENAI_KEYS = {"model", "input", "encoding_format", "dimensions", "user"}
@@ -144,12 +144,12 @@ class FakeEmbeddingAPI(LocalServer):
         if scripted is not None:
             record.status = scripted.status
             if scripted.body is not None:
-                return _send_raw(handler, scripted.status, scripted.body, scripted.headers)
-            return _send(handler, scripted.status,
+                return send_raw(handler, scripted.status, scripted.body, scripted.headers)
+            return send_json(handler, scripted.status,
                          {"error": {"message": "injected failure", "type": "server_error"}},
                          scripted.headers)
         record.status, payload = self._answer(handler, body)
-        _send(handler, record.status, payload)
+        send_json(handler, record.status, payload)
 
     def _scripted(self) -> Scripted | None:
         for item in self.script:
@@ -214,22 +214,6 @@ class FakeEmbeddingAPI(LocalServer):
         if self.provider == "openai":
             usage["prompt_tokens"] = sum(tokens)
         return 200, {"object": "list", "data": data, "model": model, "usage": usage}
-
-
-def _send(handler: BaseHTTPRequestHandler, status: int, payload: object,
-          headers: dict | None = None) -> None:
-    _send_raw(handler, status, json.dumps(payload).encode(),
-              {"Content-Type": "application/json", **(headers or {})})
-
-
-def _send_raw(handler: BaseHTTPRequestHandler, status: int, data: bytes,
-              headers: dict | None = None) -> None:
-    handler.send_response(status)
-    for key, value in (headers or {}).items():
-        handler.send_header(key, value)
-    handler.send_header("Content-Length", str(len(data)))
-    handler.end_headers()
-    handler.wfile.write(data)
 
 
 class _Handler(BaseHTTPRequestHandler):

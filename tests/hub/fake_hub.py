@@ -39,7 +39,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 import yaml
-from local_server import LocalServer
+from local_server import LocalServer, send_json
 
 LFS_SUFFIXES = (".safetensors", ".bin", ".png", ".pt", ".onnx")
 GITATTRIBUTES = b"*.safetensors filter=lfs diff=lfs merge=lfs -text\n"
@@ -129,13 +129,13 @@ class FakeHub(LocalServer):
             if failure.status is None:
                 handler.close_connection = True  # no answer at all: a dropped connection
                 return
-            return _send(handler, failure.status, {"error": "injected failure"},
+            return send_json(handler, failure.status, {"error": "injected failure"},
                          failure.headers)
         if not path.startswith("/lfs-upload/") and not self._authorized(handler):
-            return _send(handler, 401, {"error": "Invalid credentials in Authorization header"})
+            return send_json(handler, 401, {"error": "Invalid credentials in Authorization header"})
         with self.lock:
             status, payload, headers = self._route(handler.command, path, body)
-        _send(handler, status, payload, headers)
+        send_json(handler, status, payload, headers)
 
     def _failure(self, method: str, path: str) -> Failure | None:
         for failure in self.failures:
@@ -312,18 +312,6 @@ def _read_body(handler: BaseHTTPRequestHandler) -> bytes:
             handler.rfile.readline()
     length = int(handler.headers.get("Content-Length") or 0)
     return handler.rfile.read(length) if length else b""
-
-
-def _send(handler: BaseHTTPRequestHandler, status: int, payload: object,
-          headers: dict | None = None) -> None:
-    data = json.dumps(payload).encode()
-    handler.send_response(status)
-    headers = {"Content-Type": "application/json", **(headers or {})}
-    for key, value in headers.items():
-        handler.send_header(key, value)
-    handler.send_header("Content-Length", str(len(data)))
-    handler.end_headers()
-    handler.wfile.write(data)
 
 
 class _Handler(BaseHTTPRequestHandler):

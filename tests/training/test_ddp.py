@@ -19,20 +19,25 @@ WORKER = Path(__file__).with_name("ddp_worker.py")
 
 
 @pytest.mark.slow
+def run_two_ranks(recipe_file: Path, records: Path, port: int) -> list[dict]:
+    """Train ``recipe_file`` on 2 CPU processes (gloo) with the recording worker; each
+    rank's record (world size, batches, ...)."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1",
+           "TOKENIZERS_PARALLELISM": "false"}
+    done = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
+         "--master_port", str(port), str(WORKER), str(recipe_file), str(records)],
+        env=env, capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr[-4000:]
+    return [json.loads((records / f"rank{r}.json").read_text()) for r in (0, 1)]
+
+
 def test_two_process_training(make_recipe, tmp_path):
     batch = 4
     recipe_file, output = make_recipe("ddp", training={"max_steps": 4, "eval_steps": 2,
                                                        "per_device_batch_size": batch},
                                       eval={"batch_size": 4})
-    records = tmp_path / "records"
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1",
-           "TOKENIZERS_PARALLELISM": "false"}
-    done = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
-         "--master_port", "29533", str(WORKER), str(recipe_file), str(records)],
-        env=env, capture_output=True, text=True, timeout=600, check=False)
-    assert done.returncode == 0, done.stderr[-4000:]
-    ranks = [json.loads((records / f"rank{r}.json").read_text()) for r in (0, 1)]
+    ranks = run_two_ranks(recipe_file, tmp_path / "records", port=29533)
     assert [r["world_size"] for r in ranks] == [2, 2]
 
     # Each rank trained on its own batches: no query appears on both ranks in a step.
@@ -150,15 +155,7 @@ def test_two_processes_train_on_mined_negatives(make_recipe, tmp_path, tiny_bert
         "ddp-mined", data={"mined_negatives": str(mined), "negatives_per_query": k},
         training={"max_steps": 2, "eval_steps": 2, "per_device_batch_size": batch},
         eval={"batch_size": 4})
-    records = tmp_path / "records"
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1",
-           "TOKENIZERS_PARALLELISM": "false"}
-    done = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
-         "--master_port", "29536", str(WORKER), str(recipe_file), str(records)],
-        env=env, capture_output=True, text=True, timeout=600, check=False)
-    assert done.returncode == 0, done.stderr[-4000:]
-    ranks = [json.loads((records / f"rank{r}.json").read_text()) for r in (0, 1)]
+    ranks = run_two_ranks(recipe_file, tmp_path / "records", port=29536)
     for r in ranks:
         assert set(r["local_queries"]) == {batch}
         assert set(r["candidates"]) == {2 * batch * (2 + k)}
