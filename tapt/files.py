@@ -8,6 +8,7 @@ against the size about to be written.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from pathlib import Path
@@ -30,6 +31,16 @@ def atomic_write_text(path: str | os.PathLike, text: str, *, secrets: bool = Tru
     finally:
         partial.unlink(missing_ok=True)
     return path
+
+
+def append_json_line(path: str | os.PathLike, record: dict) -> None:
+    """Append ``record`` as one JSON line (secrets redacted) to ``path``, creating its folder.
+
+    A crash mid-append can cut only this last line, which readers of metrics files skip."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a", encoding="utf-8") as handle:
+        handle.write(redact(json.dumps(record)) + "\n")
 
 
 def staging_folder(target: Path) -> Path:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+from collections.abc import Iterable
 
 SECRET_VARIABLES = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HUGGINGFACE_HUB_TOKEN",
                     "WANDB_API_KEY", "OPENAI_API_KEY", "VOYAGE_API_KEY", "COHERE_API_KEY",
@@ -30,9 +31,12 @@ def secret_values() -> list[str]:
                   key=len, reverse=True)
 
 
-def redact(text: str) -> str:
-    """``text`` with every secret value and token-shaped string replaced by ``***``."""
-    for value in secret_values():
+def redact(text: str, extra: Iterable[str] = ()) -> str:
+    """``text`` with every secret value, each of ``extra`` (secrets a caller holds, such as
+    an API key or the Hub tokens of the login cache) and token-shaped strings replaced by
+    ``***``."""
+    values = set(secret_values()) | {value for value in extra if value}
+    for value in sorted(values, key=len, reverse=True):
         text = text.replace(value, MASK)
     return TOKEN_SHAPES.sub(MASK, text)
 

@@ -59,9 +59,3 @@ def file_containing(paths: Iterable[Path], tokens: list[str]) -> Path | None:
                 tail = window[-overlap:] if overlap else b""
     return None
 
-
-def redact(text: str, tokens: list[str]) -> str:
-    """``text`` with every token replaced by ``***`` (for error messages from the Hub)."""
-    for token in tokens:
-        text = text.replace(token, "***")
-    return text

@@ -14,9 +14,7 @@ metrics, so that checkpoint can never be chosen as best.
 
 from __future__ import annotations
 
-import json
 import logging
-import os
 import time
 from collections.abc import Sequence
 from typing import Literal
@@ -26,7 +24,7 @@ from sentence_transformers.base.evaluation import BaseEvaluator
 from tapt.data.beir import BeirDataset
 from tapt.encoders.base import TruncatedEncoder
 from tapt.encoders.sentence import SentenceTransformerEncoder
-from tapt.redaction import redact
+from tapt.files import append_json_line
 from tapt.retrieval.dense import DenseRetriever
 from tapt.retrieval.evaluate import evaluate
 from tapt.retrieval.finite import NonFiniteEmbeddingsError
@@ -139,9 +137,7 @@ class RetrievalEvaluator(BaseEvaluator):
         metrics = self.prefix_name_to_metrics(dict(values), self.name)
         self.history.append(record)
         if self.metrics_file:
-            os.makedirs(os.path.dirname(os.path.abspath(self.metrics_file)), exist_ok=True)
-            with open(self.metrics_file, "a", encoding="utf-8") as handle:
-                handle.write(redact(json.dumps(record)) + "\n")
+            append_json_line(self.metrics_file, record)
         if not outcome["error"]:
             self.store_metrics_in_model_card_data(model, metrics, epoch, steps)
         return metrics

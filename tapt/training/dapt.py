@@ -94,10 +94,9 @@ class DaptRecorder(TrainerCallback):
                            if key not in ("step", "epoch", "seconds")})
         self.history.append(record)
         if is_main_process():
-            from tapt.redaction import redact
+            from tapt.files import append_json_line
 
-            with self.run.metrics_file.open("a", encoding="utf-8") as handle:
-                handle.write(redact(json.dumps(record)) + "\n")
+            append_json_line(self.run.metrics_file, record)
         return control
 
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import httpx
 
 from tapt.encoders.api.ratelimit import RateLimiter
+from tapt.redaction import redact
 from tapt.retry import RetryPolicy, parse_retry_after
 
 logger = logging.getLogger(__name__)
@@ -92,7 +93,7 @@ class JSONClient:
         return f"JSONClient({self.label!r}, {self.base_url!r})"
 
     def redact(self, text: str) -> str:
-        return text.replace(self._secret, "***") if self._secret else text
+        return redact(text, extra=[self._secret])
 
     def error(self, message: str, kind: type[APIError] = APIError) -> APIError:
         return kind(self.redact(f"{self.label}: {message}"))
