@@ -369,7 +369,10 @@ def load_recipe(path: str | os.PathLike, overrides: list[str] | None = None,
         raise RecipeError(format_validation_error(str(path), err)) from None
 
 
-def recipe_to_yaml(recipe: Recipe) -> str:
-    """The fully resolved recipe as YAML (what a run records in its folder)."""
-    return yaml.safe_dump(recipe.model_dump(mode="json"), sort_keys=False)
+def recipe_to_yaml(recipe: Recipe | DaptRecipe) -> str:
+    """The fully resolved recipe as YAML (what a run records in its folder), secrets
+    redacted in the values, not the text: a bare ``***`` would read as a YAML alias."""
+    from tapt.redaction import redact_data
+
+    return yaml.safe_dump(redact_data(recipe.model_dump(mode="json")), sort_keys=False)
 

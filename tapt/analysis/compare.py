@@ -32,6 +32,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tapt.analysis.plots import finite_number
 from tapt.retrieval.metrics import METRIC_KEYS
 
 KINDS = ("bm25", "base", "dapt", "tapt", "hybrid", "api")
@@ -98,8 +99,8 @@ class Comparison:
         fronts = {}
         for corpus in self.corpora:
             here = [(p["name"], p["latency_ms"], p["value"]) for p in self.points(metric)
-                    if p["corpus"] == corpus and _finite(p["latency_ms"])
-                    and _finite(p["value"])]
+                    if p["corpus"] == corpus and finite_number(p["latency_ms"])
+                    and finite_number(p["value"])]
             fronts[corpus] = pareto_front(here)
         return {
             "metrics": self.metrics, "corpora": self.corpora, "latency": self.latency,
@@ -124,13 +125,14 @@ def parse_assignments(values: Iterable[str], option: str) -> dict[str, str]:
     return out
 
 
-def split_spec(spec: str) -> tuple[str | None, Path]:
-    """``NAME=path.json`` -> (NAME, path); a plain (or existing) path -> (None, path)."""
+def split_spec(spec: str) -> tuple[str | None, str]:
+    """``NAME=VALUE`` -> (NAME, VALUE); a plain value, or an existing path holding ``=``,
+    -> (None, spec). Used for ``tapt compare`` results and analysis ``--model`` labels."""
     if "=" in spec and not Path(spec).exists():
-        name, _, path = spec.partition("=")
-        if name and path:
-            return name, Path(path)
-    return None, Path(spec)
+        name, _, value = spec.partition("=")
+        if name and value:
+            return name, value
+    return None, spec
 
 
 def read_result(path: str | os.PathLike) -> dict:
@@ -192,7 +194,7 @@ def infer_kind(result: Mapping) -> str:
     lowered = model.lower()
     if lowered.startswith(API_PREFIXES) or "api" in evaluated:
         return "api"
-    if lowered == "bm25" or lowered.startswith("bm25"):
+    if lowered.startswith("bm25"):
         return "bm25"
     from tapt.encoders.preset_record import read_preset_record
 
@@ -245,7 +247,8 @@ def compare_results(specs: Sequence[str], *, kinds: Mapping[str, str] | None = N
     rows: dict[str, SystemRow] = {}
     corpora: list[str] = []
     for spec in specs:
-        label, path = split_spec(spec)
+        label, value = split_spec(spec)
+        path = Path(value)
         result = read_result(path)
         evaluated = result["evaluated"]
         model = str(evaluated.get("model", path.stem))
@@ -294,7 +297,7 @@ def comparison_table(comparison: Comparison, metric: str = PRIMARY,
     for row in comparison.rows:
         cells = _metric_cells(row, comparison, metric, with_retention)
         cell = row.cells.get(latency_corpus)
-        cells.append(f"{cell.latency_ms:.3f}" if cell and _finite(cell.latency_ms) else "-")
+        cells.append(f"{cell.latency_ms:.3f}" if cell and finite_number(cell.latency_ms) else "-")
         table.add_row(*cells)
     return table
 
@@ -308,7 +311,7 @@ def _metric_cells(row: SystemRow, comparison: Comparison, metric: str,
         cells += [f"{cell.metrics[k]:.4f}" if cell else "-" for k in comparison.metrics]
     if with_retention:
         value = row.retention.get(metric)
-        cells.append(f"{value:.1%}" if value is not None and _finite(value) else "-")
+        cells.append(f"{value:.1%}" if value is not None and finite_number(value) else "-")
     return cells
 
 
@@ -333,6 +336,3 @@ def frontier_figure(comparison: Comparison, metric: str = PRIMARY):
              "query": "query encoding + search latency (ms / query)"}[comparison.latency]
     return plots.frontier(comparison.points(metric), comparison.corpora, metric, label)
 
-
-def _finite(value) -> bool:
-    return isinstance(value, (int, float)) and math.isfinite(value)

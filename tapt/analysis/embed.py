@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
@@ -39,11 +38,10 @@ class ModelOptions:
 def labelled(spec: str) -> tuple[str, str]:
     """``NAME=MODEL`` -> ``(NAME, MODEL)``; a plain model (or an existing path holding
     ``=``) -> ``(model, model)``. Names label tables and plots."""
-    if "=" in spec and not Path(spec).exists():
-        name, _, model = spec.partition("=")
-        if name and model:
-            return name, model
-    return spec, spec
+    from tapt.analysis.compare import split_spec
+
+    name, model = split_spec(spec)
+    return name or model, model
 
 
 def load_encoder(name: str, options: ModelOptions = ModelOptions()) -> Encoder:

@@ -71,7 +71,7 @@ def frontier(points: Sequence[Mapping], corpora: Sequence[str], metric: str,
     axes = axes if isinstance(axes, list) else [axes]
     for ax, corpus in zip(axes, corpora):
         here = [p for p in points if p["corpus"] == corpus
-                and _finite(p["latency_ms"]) and _finite(p["value"])]
+                and finite_number(p["latency_ms"]) and finite_number(p["value"])]
         for kind, style in KIND_STYLES.items():
             group = [p for p in here if p["kind"] == kind]
             if not group:
@@ -186,7 +186,7 @@ def dev_curve(steps: Sequence[int], values: Mapping[str, Sequence[float]], metri
                 alpha=1.0 if key == metric else 0.6)
     styles = iter(("--", ":", "-.", (0, (5, 1))))
     for label, value in references.items():
-        if _finite(value):
+        if finite_number(value):
             ax.axhline(value, color="gray" if "zero-shot" in label else "black",
                        linestyle=next(styles, "--"), linewidth=1.2, label=label)
     if best_step is not None and best_step in steps:
@@ -201,5 +201,6 @@ def dev_curve(steps: Sequence[int], values: Mapping[str, Sequence[float]], metri
     return figure
 
 
-def _finite(value) -> bool:
-    return value is not None and isinstance(value, (int, float)) and math.isfinite(value)
+def finite_number(value) -> bool:
+    """A real, finite int or float (not None, NaN, inf or a string)."""
+    return isinstance(value, (int, float)) and math.isfinite(value)

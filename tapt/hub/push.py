@@ -19,23 +19,23 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from tapt.data.sources import HUB_ID
 from tapt.hub.checks import PushPlan, check_export
 from tapt.hub.errors import PushFailed, PushRefused
-from tapt.hub.tokens import known_tokens, redact
+from tapt.hub.tokens import known_tokens
 from tapt.hub.upload import RetryPolicy, StepFailed, describe, exception_chain, with_retries
+from tapt.redaction import redact
 
 if TYPE_CHECKING:
     from huggingface_hub import CommitInfo
 
 logger = logging.getLogger(__name__)
 
-REPO_ID = re.compile(r"[\w.-]+/[\w.-]+")
 DEFAULT_RETRY = RetryPolicy()
 """5 attempts, waiting 2, 4, 8 and 16 s (tests replace it)."""
 DEFAULT_BRANCH = "main"
@@ -66,7 +66,7 @@ def hub_endpoint() -> str:
 def check_environment(repo_id: str, dry_run: bool) -> None:
     from huggingface_hub import constants
 
-    if not REPO_ID.fullmatch(repo_id):
+    if not HUB_ID.fullmatch(repo_id):
         raise PushRefused(f"repository id {repo_id!r}: expected ORG/NAME, e.g. "
                           "my-org/qwen3-formbench")
     if dry_run:
@@ -148,7 +148,7 @@ def upload(plan: PushPlan, repo_id: str, *, endpoint: str, private: bool | None,
     from huggingface_hub import CommitOperationAdd, HfApi
 
     api = HfApi(endpoint=endpoint)  # the token comes from huggingface_hub's usual places
-    clean = partial(redact, tokens=tokens)
+    clean = partial(redact, extra=tokens)
 
     def commit():  # fresh operations each attempt: huggingface_hub mutates them
         operations = [CommitOperationAdd(path_in_repo=entry.path,

@@ -100,7 +100,7 @@ def mine_query(query_id: str, scores: dict[str, float], judged: dict[str, int],
                anchors: Sequence[str], settings: MiningSettings,
                summary: MiningSummary) -> dict:
     """Filter one query's ranking and sample its negatives (updates ``summary``)."""
-    ranking = trec_ranking({d: s for d, s in scores.items()})
+    ranking = trec_ranking(scores)
     best_anchor = max((scores[a] for a in anchors if a in scores), default=None)
     limit = (threshold(best_anchor, settings.margin)
              if settings.margin is not None and best_anchor is not None else None)
@@ -137,15 +137,12 @@ def write_mined(path: str | Path, records: list[dict], *, retriever: str,
                 settings: MiningSettings, data: str, split: str) -> None:
     """One JSON line per query, each with the settings and retriever (provenance); written
     to a temporary name and renamed, so a crash never leaves half a file."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    from tapt.files import atomic_write_text
+
     provenance = {"retriever": retriever, "data": data, "split": split,
                   "settings": asdict(settings)}
-    partial = path.with_name(path.name + ".tmp")
-    with partial.open("w", encoding="utf-8") as handle:
-        for record in records:
-            handle.write(json.dumps({**record, **provenance}) + "\n")
-    partial.replace(path)
+    atomic_write_text(path, "".join(json.dumps({**record, **provenance}) + "\n"
+                                    for record in records), secrets=False)
 
 
 def summary_table(summary: MiningSummary, settings: MiningSettings, title: str):

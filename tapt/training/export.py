@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import importlib.resources
 import json
-import re
 from pathlib import Path
 
+from tapt.data.sources import HUB_ID
 from tapt.files import atomic_write_text
 from tapt.recipe import Recipe
 from tapt.retrieval.metrics import METRIC_KEYS
@@ -24,7 +24,6 @@ from tapt.training.lora import merge_lora
 
 LICENSE_ID = "apache-2.0"
 CARD_SECTION_MARKER = "## Task-adaptive training with tapt"
-HUB_ID = re.compile(r"[\w.-]+/[\w.-]+")
 METRIC_NAMES = {"binary_ndcg@10": "binary nDCG@10", "graded_ndcg@10": "graded nDCG@10",
                 "mrr@10": "MRR@10", "recall@100": "Recall@100"}
 
@@ -132,7 +131,8 @@ def card_with_front_matter(text: str, recipe: Recipe,
     base = base_model_id(recipe.model.name)
     if base:
         data.base_model = base
-    data.datasets = [dataset_id(recipe)] if dataset_id(recipe) else None
+    dataset = dataset_id(recipe)
+    data.datasets = [dataset] if dataset else None
     data.tags = list(dict.fromkeys([*(data.tags or []), "sentence-transformers",
                                     "sentence-similarity", "tapt"]))
     data.model_name = data.model_name or f"tapt {Path(recipe.output_dir).name}"

@@ -104,11 +104,12 @@ def _complete(folder: Path, legacy: bool) -> bool:
                for name, size in marker.get("files", {}).items())
 
 
-def set_aside_incomplete(run: RunDir) -> list[Path]:
-    """Move checkpoints a crash cut short to ``OUTPUT/incomplete/`` (kept, not deleted, and
-    out of the trainer's sight); returns where they went. Call on the main process."""
+def set_aside_incomplete(run: RunDir, folders: list[Path]) -> list[Path]:
+    """Move ``folders`` (checkpoints a crash cut short, :meth:`RunDir.incomplete_checkpoints`)
+    to ``OUTPUT/incomplete/`` (kept, not deleted, and out of the trainer's sight); returns
+    where they went. Call on the main process."""
     moved = []
-    for folder in run.incomplete_checkpoints():
+    for folder in folders:
         target = run.root / "incomplete" / f"{folder.name}-{time.strftime('%Y%m%d-%H%M%S')}"
         target.parent.mkdir(parents=True, exist_ok=True)
         folder.rename(target)
@@ -179,11 +180,12 @@ def prepare_run_dir(recipe: Recipe | DaptRecipe, overwrite: bool = False
                               "choose another output_dir to train again (or --overwrite to "
                               "move it aside), or evaluate it with "
                               f"tapt eval --model {run.final} --data ... --split test")
-        for folder in run.incomplete_checkpoints():
+        incomplete = run.incomplete_checkpoints()
+        for folder in incomplete:
             logger.warning("%s was cut short (no completion marker): it is skipped and the "
                            "previous complete checkpoint is used", folder)
         if is_main_process():
-            set_aside_incomplete(run)
+            set_aside_incomplete(run, incomplete)
         return run, run.last_checkpoint()
     return run, None
 
@@ -192,8 +194,6 @@ def write_recipe(run: RunDir, recipe: Recipe | DaptRecipe) -> None:
     """Record the resolved recipe, secrets redacted (tokens belong in the environment, but
     an override may carry one), atomically: other ranks never read half a recipe."""
     from tapt.files import atomic_write_text
-    from tapt.redaction import redact_data
+    from tapt.recipe import recipe_to_yaml
 
-    # Redact the values, not the YAML text: a bare *** would read as a YAML alias.
-    atomic_write_text(run.recipe_file, yaml.safe_dump(redact_data(recipe.model_dump(
-        mode="json")), sort_keys=False))
+    atomic_write_text(run.recipe_file, recipe_to_yaml(recipe), secrets=False)

@@ -273,11 +273,11 @@ class APIEncoder(Encoder):
         todo = [key for key in groups if key not in cached]
         usage.duplicates += sum(len(groups[key]) - 1 for key in todo)
         prepared = [self._prepare(texts[groups[key][0]]) for key in todo]
-        usage.truncated_texts += sum(cut for _, _, cut in prepared)
-        if any(cut for _, _, cut in prepared):
-            logger.warning("%s: %d texts were cut to %d tokens (%s)", self.name,
-                           sum(cut for _, _, cut in prepared), self.max_input_tokens,
-                           self.counter.name)
+        truncated = sum(cut for _, _, cut in prepared)
+        usage.truncated_texts += truncated
+        if truncated:
+            logger.warning("%s: %d texts were cut to %d tokens (%s)", self.name, truncated,
+                           self.max_input_tokens, self.counter.name)
         requests = iter(pack([tokens for _, tokens, _ in prepared], self.max_inputs,
                              self.max_request_tokens))
         pool = ThreadPoolExecutor(max_workers=self.concurrency,
