@@ -16,13 +16,12 @@ from __future__ import annotations
 import argparse
 
 # Published config.json values of Qwen/Qwen3-Embedding-{0.6B,4B,8B}.
+_KEYS = ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+         "num_key_value_heads")
 QWEN3_EMBEDDING = {
-    "Qwen3-Embedding-0.6B": dict(hidden_size=1024, intermediate_size=3072, num_hidden_layers=28,
-                                 num_attention_heads=16, num_key_value_heads=8),
-    "Qwen3-Embedding-4B": dict(hidden_size=2560, intermediate_size=9728, num_hidden_layers=36,
-                               num_attention_heads=32, num_key_value_heads=8),
-    "Qwen3-Embedding-8B": dict(hidden_size=4096, intermediate_size=12288, num_hidden_layers=36,
-                               num_attention_heads=32, num_key_value_heads=8),
+    "Qwen3-Embedding-0.6B": dict(zip(_KEYS, (1024, 3072, 28, 16, 8))),
+    "Qwen3-Embedding-4B": dict(zip(_KEYS, (2560, 9728, 36, 32, 8))),
+    "Qwen3-Embedding-8B": dict(zip(_KEYS, (4096, 12288, 36, 32, 8))),
 }
 GB = 1024 ** 3
 
