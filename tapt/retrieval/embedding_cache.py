@@ -1,0 +1,288 @@
+"""An on-disk cache of passage embeddings for local models, keyed per passage text.
+
+One corpus encode of FormBench is ~1.3B tokens; every evaluation, ablation fraction, analysis
+and mining pass of the same model would repeat it. The cache keeps embeddings as
+memory-mapped ``.npy`` shards under ``ROOT/<model key>/``: the model key is a digest of
+everything that changes an embedding except the text (weights, tokenizer, prompt, pooling,
+maximum length, dtype, normalisation: :func:`model_key`), and each row is found by a
+128-bit BLAKE2b digest of the exact text encoded. So C0 and C1 share the passages they have
+in common, and a changed passage misses alone.
+
+Crash safety: a shard is its rows file, its digests file and a manifest written last (atomic
+renames); a shard without a manifest is a partial write and is deleted; a manifest whose files
+have the wrong size or dtype is stale and the shard is deleted (with a warning) and re-encoded,
+never used. sentence-transformers has no embedding cache and the API encoders' SQLite cache
+(``tapt.encoders.api.cache``) holds one row per request text, which would not memory-map a
+million vectors: hence this module.
+
+Example::
+
+    cache = EmbeddingCache(root, model_key(model, prompt="", max_length=2048,
+                                           dtype="float32", normalize=True))
+    hits, found = cache.get(texts)               # rows of hits where found[i]
+    cache.put([t for t, f in zip(texts, found) if not f], new_rows)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+logger = logging.getLogger(__name__)
+
+DIGEST_BYTES = 16
+KEY_FILE = "key.json"
+STORAGE_DTYPES = ("float16", "float32")
+ORPHAN_AGE_S = 3600.0
+"""A shard file without a manifest older than this is a dead write and is deleted."""
+
+
+def text_digests(texts: Sequence[str]) -> np.ndarray:
+    """``(n,)`` array of 16-byte BLAKE2b digests of the texts (numpy ``V16``)."""
+    out = np.empty(len(texts), dtype=f"V{DIGEST_BYTES}")
+    for i, text in enumerate(texts):
+        out[i] = hashlib.blake2b(text.encode("utf-8", "surrogatepass"),
+                                 digest_size=DIGEST_BYTES).digest()
+    return out
+
+
+def weights_digest(module) -> str:
+    """BLAKE2b of every parameter and buffer of a torch module (names, shapes, dtypes, bytes)."""
+    import torch
+
+    digest = hashlib.blake2b(digest_size=DIGEST_BYTES)
+    for name, tensor in sorted(module.state_dict().items()):
+        tensor = tensor.detach().contiguous().cpu()
+        digest.update(f"{name}:{tuple(tensor.shape)}:{tensor.dtype}".encode())
+        digest.update(tensor.view(torch.uint8).numpy().tobytes() if tensor.numel() else b"")
+    return digest.hexdigest()
+
+
+def tokenizer_digest(tokenizer) -> str:
+    """BLAKE2b of a tokenizer's full serialisation (fast tokenizers) or its vocabulary."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    text = backend.to_str() if backend is not None else json.dumps(
+        sorted(tokenizer.get_vocab().items()))
+    settings = {k: getattr(tokenizer, k, None) for k in ("padding_side", "truncation_side")}
+    return hashlib.blake2b((text + json.dumps(settings)).encode(),
+                           digest_size=DIGEST_BYTES).hexdigest()
+
+
+def model_key(model, **settings) -> dict:
+    """Everything but the text that decides a SentenceTransformer's passage embedding.
+
+    ``settings``: what the caller varies (``prompt``, ``max_length``, ``dtype``,
+    ``normalize``, ``truncate_dim``, ...); they are recorded as given, JSON-serialisable.
+    """
+    modules = [f"{type(m).__module__}.{type(m).__name__}:"
+               f"{json.dumps(getattr(m, 'get_config_dict', dict)(), sort_keys=True, default=str)}"
+               for m in model]
+    return {"weights": weights_digest(model), "tokenizer": tokenizer_digest(model.tokenizer),
+            "modules": modules, **settings}
+
+
+def key_digest(key: Mapping) -> str:
+    return hashlib.blake2b(json.dumps(key, sort_keys=True, default=str).encode(),
+                           digest_size=DIGEST_BYTES).hexdigest()
+
+
+@dataclass
+class _Shard:
+    name: str
+    digests: np.ndarray  # (n,) V16
+    rows: np.ndarray  # (n, dim) memory-mapped
+
+
+class EmbeddingCache:
+    """Cached rows of one model key under ``root``; ``get`` and ``put`` by text."""
+
+    def __init__(self, root: str | os.PathLike, key: Mapping, *,
+                 storage_dtype: str = "float32") -> None:
+        if storage_dtype not in STORAGE_DTYPES:
+            raise ValueError(f"storage_dtype must be one of {STORAGE_DTYPES}, got "
+                             f"{storage_dtype!r}")
+        self.key = dict(key)
+        self.storage_dtype = storage_dtype
+        self.folder = Path(root) / key_digest({**self.key, "storage": storage_dtype})
+        self.folder.mkdir(parents=True, exist_ok=True)
+        key_file = self.folder / KEY_FILE
+        if not key_file.exists():
+            _atomic_write(key_file, json.dumps({**self.key, "storage": storage_dtype},
+                                               indent=2, sort_keys=True, default=str))
+        else:
+            os.utime(key_file)  # its mtime is the key's last use (for `tapt cache prune`)
+        self.shards = self._load_shards()
+        self.hits = 0
+        self.misses = 0
+
+    def _load_shards(self) -> list[_Shard]:
+        shards = []
+        manifests = {p.name[:-len(".json")] for p in self.folder.glob("shard-*.json")}
+        for leftover in self.folder.glob("shard-*"):
+            stem = leftover.name.split(".")[0]
+            # no manifest: a write that did not finish (or one another process is making)
+            if stem not in manifests and _age_s(leftover) > ORPHAN_AGE_S:
+                leftover.unlink(missing_ok=True)
+        for stem in sorted(manifests):
+            shard = self._open(stem)
+            if shard is not None:
+                shards.append(shard)
+        return shards
+
+    def _open(self, stem: str) -> _Shard | None:
+        manifest_path = self.folder / f"{stem}.json"
+        try:
+            manifest = json.loads(manifest_path.read_text())
+            rows = np.load(self.folder / f"{stem}.rows.npy", mmap_mode="r")
+            digests = np.load(self.folder / f"{stem}.digests.npy")
+            expected = (manifest["rows"], manifest["dim"])
+            if rows.shape != expected or str(rows.dtype) != manifest["dtype"] or \
+                    digests.shape != (manifest["rows"],) or \
+                    digests.dtype != np.dtype(f"V{DIGEST_BYTES}"):
+                raise ValueError(f"shape {rows.shape}/{digests.shape} or dtype {rows.dtype} "
+                                 f"differs from the manifest {manifest}")
+        except (OSError, ValueError, KeyError, json.JSONDecodeError) as err:
+            logger.warning("embedding cache: shard %s in %s is damaged (%s); deleting it, "
+                           "its passages will be encoded again", stem, self.folder, err)
+            for path in self.folder.glob(f"{stem}.*"):
+                path.unlink(missing_ok=True)
+            return None
+        return _Shard(stem, digests, rows)
+
+    @property
+    def size(self) -> int:
+        return sum(len(s.digests) for s in self.shards)
+
+    def get(self, texts: Sequence[str]) -> tuple[np.ndarray | None, np.ndarray]:
+        """``(rows, found)``: ``found[i]`` says whether text ``i`` is cached; ``rows`` is a
+        float32 ``(n, dim)`` array filled where found (None when nothing is cached)."""
+        digests = text_digests(texts)
+        found = np.zeros(len(texts), dtype=bool)
+        if not self.shards:
+            self.misses += len(texts)
+            return None, found
+        dim = self.shards[0].rows.shape[1]
+        out = np.zeros((len(texts), dim), dtype=np.float32)
+        for shard in self.shards:
+            order = np.argsort(shard.digests)
+            ordered = shard.digests[order]
+            spots = np.searchsorted(ordered, digests)
+            spots = np.minimum(spots, len(ordered) - 1)
+            match = (ordered[spots] == digests) & ~found
+            if match.any():
+                out[match] = shard.rows[order[spots[match]]]
+                found |= match
+        self.hits += int(found.sum())
+        self.misses += int((~found).sum())
+        return out, found
+
+    def put(self, texts: Sequence[str], rows: np.ndarray) -> None:
+        """Store the rows of ``texts`` as a new shard (atomic: manifest written last)."""
+        rows = np.asarray(rows)
+        if rows.ndim != 2 or len(rows) != len(texts):
+            raise ValueError(f"expected {len(texts)} rows, got an array of shape {rows.shape}")
+        if not len(texts):
+            return
+        if self.shards and rows.shape[1] != self.shards[0].rows.shape[1]:
+            raise ValueError(f"rows of dimension {rows.shape[1]} do not match the cached "
+                             f"{self.shards[0].rows.shape[1]}")
+        stem = f"shard-{time.time_ns():020d}-{os.getpid()}"
+        digests = text_digests(texts)
+        stored = rows.astype(self.storage_dtype)
+        for suffix, array in (("rows", stored), ("digests", digests)):
+            final = self.folder / f"{stem}.{suffix}.npy"
+            partial = final.with_name(final.name + ".partial")
+            with open(partial, "wb") as handle:
+                np.save(handle, array)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(partial, final)
+        _atomic_write(self.folder / f"{stem}.json", json.dumps(
+            {"rows": len(texts), "dim": int(rows.shape[1]), "dtype": self.storage_dtype}))
+        shard = self._open(stem)
+        if shard is not None:
+            self.shards.append(shard)
+
+
+def _age_s(path: Path) -> float:
+    try:
+        return time.time() - path.stat().st_mtime
+    except OSError:
+        return 0.0
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    partial = path.with_name(path.name + ".partial")
+    with open(partial, "w", encoding="utf-8") as handle:
+        handle.write(text)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(partial, path)
+
+
+@dataclass
+class CacheEntry:
+    """One model key's folder, for ``tapt cache ls``."""
+
+    folder: Path
+    key: dict
+    rows: int
+    bytes: int
+    last_used: float
+
+
+def list_entries(root: str | os.PathLike) -> list[CacheEntry]:
+    """Every model key under ``root``, most recently used first."""
+    entries = []
+    root = Path(root)
+    if not root.is_dir():
+        return entries
+    for folder in root.iterdir():
+        key_file = folder / KEY_FILE
+        if not key_file.is_file():
+            continue
+        try:
+            key = json.loads(key_file.read_text())
+        except (OSError, json.JSONDecodeError):
+            key = {}
+        rows, size, used = 0, 0, key_file.stat().st_mtime  # touched at every use
+        for path in folder.iterdir():
+            size += path.stat().st_size
+            if path.name.endswith(".json") and path.name.startswith("shard-"):
+                try:
+                    rows += int(json.loads(path.read_text())["rows"])
+                except (OSError, ValueError, KeyError, json.JSONDecodeError):
+                    pass
+        entries.append(CacheEntry(folder, key, rows, size, used))
+    return sorted(entries, key=lambda e: -e.last_used)
+
+
+def prune(root: str | os.PathLike, *, older_than_days: float | None = None,
+          keep_bytes: int | None = None) -> list[CacheEntry]:
+    """Delete model keys unused for ``older_than_days``, then the least recently used until
+    the cache holds at most ``keep_bytes``; returns what was deleted."""
+    if older_than_days is not None and older_than_days < 0:
+        raise ValueError(f"older_than_days must be >= 0, got {older_than_days}")
+    if keep_bytes is not None and keep_bytes < 0:
+        raise ValueError(f"keep_bytes must be >= 0, got {keep_bytes}")
+    entries = list_entries(root)
+    deleted = []
+    now = time.time()
+    total = sum(e.bytes for e in entries)
+    for entry in reversed(entries):  # least recently used first
+        stale = older_than_days is not None and now - entry.last_used > older_than_days * 86400
+        too_big = keep_bytes is not None and total > keep_bytes
+        if stale or too_big:
+            shutil.rmtree(entry.folder, ignore_errors=True)
+            total -= entry.bytes
+            deleted.append(entry)
+    return deleted

@@ -1,0 +1,134 @@
+"""The on-disk embedding cache: hits equal what was stored, misses are exact, damage is seen."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+
+import numpy as np
+import pytest
+
+from tapt.retrieval.embedding_cache import (
+    EmbeddingCache,
+    list_entries,
+    model_key,
+    prune,
+)
+
+
+def _rows(n, dim=8, seed=0):
+    return np.random.default_rng(seed).normal(size=(n, dim)).astype(np.float32)
+
+
+def test_hits_return_the_stored_rows_and_only_changed_texts_miss(tmp_path):
+    texts = [f"passage {i}" for i in range(50)]
+    rows = _rows(50)
+    cache = EmbeddingCache(tmp_path, {"model": "m"})
+    cache.put(texts, rows)
+    changed = list(texts)
+    changed[7] = "passage 7, edited"
+    again = EmbeddingCache(tmp_path, {"model": "m"})  # a new process reads the shards
+    got, found = again.get(changed)
+    assert found.sum() == 49 and not found[7]
+    np.testing.assert_array_equal(got[found], rows[found])
+    assert (again.hits, again.misses) == (49, 1)
+
+
+def test_float16_storage_rounds_only(tmp_path):
+    rows = _rows(10)
+    cache = EmbeddingCache(tmp_path, {"model": "m"}, storage_dtype="float16")
+    cache.put([str(i) for i in range(10)], rows)
+    got, found = cache.get([str(i) for i in range(10)])
+    assert found.all()
+    np.testing.assert_allclose(got, rows, atol=2e-3)
+    assert cache.shards[0].rows.dtype == np.float16
+
+
+def test_another_key_shares_nothing(tmp_path):
+    EmbeddingCache(tmp_path, {"model": "m", "max_length": 512}).put(["a"], _rows(1))
+    _, found = EmbeddingCache(tmp_path, {"model": "m", "max_length": 256}).get(["a"])
+    assert not found.any()
+
+
+def test_a_truncated_shard_is_deleted_and_never_used(tmp_path, caplog):
+    cache = EmbeddingCache(tmp_path, {"model": "m"})
+    cache.put(["a", "b", "c"], _rows(3))
+    rows_file = next(cache.folder.glob("*.rows.npy"))
+    with open(rows_file, "r+b") as handle:
+        handle.truncate(rows_file.stat().st_size - 8)
+    with caplog.at_level(logging.WARNING):
+        again = EmbeddingCache(tmp_path, {"model": "m"})
+    assert "damaged" in caplog.text
+    _, found = again.get(["a", "b", "c"])
+    assert not found.any()
+    assert not list(cache.folder.glob("shard-*"))  # rebuilt from scratch on the next put
+
+
+def test_a_shard_without_manifest_is_a_dead_write(tmp_path):
+    cache = EmbeddingCache(tmp_path, {"model": "m"})
+    cache.put(["a"], _rows(1))
+    manifest = next(cache.folder.glob("shard-*.json"))
+    manifest.unlink()
+    fresh = EmbeddingCache(tmp_path, {"model": "m"})
+    assert not fresh.get(["a"])[1].any()
+    assert list(cache.folder.glob("shard-*.npy"))  # young: maybe another process writing
+    old = time.time() - 7200
+    for path in cache.folder.glob("shard-*"):
+        os.utime(path, (old, old))
+    EmbeddingCache(tmp_path, {"model": "m"})
+    assert not list(cache.folder.glob("shard-*"))
+
+
+def test_put_refuses_mismatched_rows(tmp_path):
+    cache = EmbeddingCache(tmp_path, {"model": "m"})
+    with pytest.raises(ValueError, match="expected 2 rows"):
+        cache.put(["a", "b"], _rows(3))
+    cache.put(["a"], _rows(1, dim=8))
+    with pytest.raises(ValueError, match="dimension 4"):
+        cache.put(["b"], _rows(1, dim=4))
+
+
+def test_model_key_sees_weights_tokenizer_and_settings(tiny_bert_path):
+    import torch
+    from sentence_transformers import SentenceTransformer
+
+    model = SentenceTransformer(str(tiny_bert_path), device="cpu")
+    base = model_key(model, prompt="", max_length=128)
+    assert model_key(model, prompt="", max_length=128) == base
+    assert model_key(model, prompt="query: ", max_length=128) != base
+    assert model_key(model, prompt="", max_length=64) != base
+    with torch.no_grad():
+        next(model.parameters()).add_(1e-3)
+    assert model_key(model, prompt="", max_length=128)["weights"] != base["weights"]
+
+
+def test_a_hit_equals_a_fresh_encode(tiny_bert_path, tmp_path):
+    from sentence_transformers import SentenceTransformer
+
+    model = SentenceTransformer(str(tiny_bert_path), device="cpu")
+    texts = ["a polymer binder in the coating", "the solvent evaporates", "a pigment"]
+    fresh = model.encode(texts, convert_to_numpy=True)
+    key = model_key(model, max_length=model.max_seq_length)
+    EmbeddingCache(tmp_path, key).put(texts, fresh)
+    got, found = EmbeddingCache(tmp_path, model_key(model, max_length=model.max_seq_length)).get(
+        texts)
+    assert found.all()
+    np.testing.assert_array_equal(got, model.encode(texts, convert_to_numpy=True))
+
+
+def test_ls_and_prune(tmp_path):
+    EmbeddingCache(tmp_path, {"model": "old"}).put(["a", "b"], _rows(2))
+    EmbeddingCache(tmp_path, {"model": "new"}).put(["a"], _rows(1))
+    entries = list_entries(tmp_path)
+    assert sorted(e.rows for e in entries) == [1, 2]
+    old_folder = next(e.folder for e in entries if e.key["model"] == "old")
+    long_ago = time.time() - 40 * 86400
+    for path in [old_folder, *old_folder.iterdir()]:
+        os.utime(path, (long_ago, long_ago))
+    deleted = prune(tmp_path, older_than_days=30)
+    assert [e.key["model"] for e in deleted] == ["old"]
+    assert [json.loads((e.folder / "key.json").read_text())["model"]
+            for e in list_entries(tmp_path)] == ["new"]
+    assert prune(tmp_path, keep_bytes=0) and not list_entries(tmp_path)
