@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from tapt.bounds import POSITIVE_INT, check_optional
 from tapt.encoders.presets import FamilyPreset, get_preset
 
 logger = logging.getLogger(__name__)
@@ -40,6 +41,12 @@ class ModelSpec:
     dtype: str = "float32"
     """Weights' dtype: float32 (training), bfloat16, float16, or auto (bf16 on a CUDA GPU
     that supports it, else float32)."""
+
+    def __post_init__(self) -> None:
+        if not str(self.name_or_path).strip():
+            raise ValueError("model name_or_path is empty")
+        self.max_seq_length = check_optional(POSITIVE_INT, self.max_seq_length,
+                                             "max_seq_length")
 
     def preset(self) -> FamilyPreset:
         return get_preset(self.family, self.name_or_path)
@@ -103,11 +110,72 @@ def ensure_eos_appended(tokenizer) -> bool:
     return True
 
 
+def could_be_hub_id(name: str) -> bool:
+    """Whether ``name`` is a valid Hub repository id (``NAME`` or ``OWNER/NAME``); ``./x``,
+    ``../x``, ``/abs/x`` and ``x/y/z`` never are."""
+    from huggingface_hub.errors import HFValidationError
+    from huggingface_hub.utils import validate_repo_id
+
+    try:
+        validate_repo_id(name)
+    except HFValidationError:
+        return False
+    return True
+
+
+def in_hub_cache(repo_id: str, revision: str | None) -> bool:
+    """Whether the local Hugging Face cache holds a snapshot of ``repo_id`` (no network)."""
+    from huggingface_hub import snapshot_download
+
+    try:
+        snapshot_download(repo_id, revision=revision, local_files_only=True)
+    except (OSError, ValueError):  # LocalEntryNotFoundError, a revision not cached, ...
+        return False
+    return True
+
+
+def check_model_source(name: str, revision: str | None = None) -> None:
+    """Refuse at once, naming it, a model that can be neither a local folder nor a Hub id
+    this machine can load (sentence-transformers would say "couldn't connect to
+    huggingface.co" or give a repo-id error).
+
+    An existing path must be a folder; an API name (``openai:...``) is not a
+    SentenceTransformer; a name that cannot be a Hub id is a missing folder; a Hub id while
+    ``HF_HUB_OFFLINE`` is set must be in the local cache.
+    """
+    from huggingface_hub import constants
+
+    local = Path(name)
+    if local.exists():
+        if not local.is_dir():
+            raise NotADirectoryError(f"model '{name}': {local.resolve()} is a file, not a "
+                                     "model folder")
+        return
+    if name.partition(":")[0] in ("openai", "voyage"):
+        raise ValueError(f"model '{name}': an embedding API (openai:MODEL / voyage:MODEL) "
+                         "cannot be loaded as a SentenceTransformer here; give a Hub id or "
+                         "a local model folder")
+    if not could_be_hub_id(name):
+        raise FileNotFoundError(f"model '{name}': no such folder ({local.absolute()})")
+    if constants.HF_HUB_OFFLINE and not in_hub_cache(name, revision):
+        raise FileNotFoundError(f"model '{name}': no such folder here ({local.absolute()}), "
+                                "and the Hub is offline (HF_HUB_OFFLINE is set) with no "
+                                "cached copy of it as a Hub id: give the path of a local "
+                                "model folder, or unset HF_HUB_OFFLINE to download it")
+
+
 def load_sentence_transformer(spec: ModelSpec):
-    """Load ``spec`` as a float32 SentenceTransformer with its family's pooling and prompts."""
+    """Load ``spec`` as a float32 SentenceTransformer with its family's pooling and prompts.
+
+    Every tapt command loads models here, so every one refuses, before encoding: a name
+    that is neither a folder nor a loadable Hub id (:func:`check_model_source`), and a
+    model whose tokenizer does not fit its weights
+    (:func:`tapt.encoders.tokenizer_check.check_tokenizer`).
+    """
     from sentence_transformers import SentenceTransformer
 
     from tapt.encoders.precision import resolve_dtype, torch_dtype
+    from tapt.encoders.tokenizer_check import check_tokenizer
 
     preset = spec.preset()
     if preset.needs_remote_code and not spec.trust_remote_code:
@@ -115,11 +183,13 @@ def load_sentence_transformer(spec: ModelSpec):
                          "modelling code from the Hub; set model.trust_remote_code: true in "
                          "the recipe (or pass --trust-remote-code) if you trust it")
     path = resolve_model_path(spec.name_or_path)
+    check_model_source(path, spec.revision)
     if spec.trust_remote_code:
         warn_remote_code(spec.name_or_path, spec.revision)
     dtype = torch_dtype(resolve_dtype(spec.dtype, spec.device))
     model = SentenceTransformer(path, device=spec.device, trust_remote_code=spec.trust_remote_code,
                                 revision=spec.revision, model_kwargs={"dtype": dtype})
+    check_tokenizer(model, spec.name_or_path)
     if next(model.parameters()).dtype != dtype:  # modules after the transformer (Dense, ...)
         model.to(dtype)
     configure(model, spec, preset)

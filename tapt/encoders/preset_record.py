@@ -6,6 +6,10 @@ lose CLS pooling, the prompts or the maximum length. Every tapt export therefore
 ``tapt_preset.json`` (family, pooling, prompts, maximum length, EOS handling, whether the
 model runs remote code, and the original base model through any chain of runs), and
 loading a folder that holds one with ``family: auto`` uses it.
+
+The base model is recorded so that a published export names no path of this machine: a
+Hub id with its revision, a ``package:`` name as is, a Hugging Face cache snapshot as its
+Hub id and commit, any other local folder by its name only.
 """
 
 from __future__ import annotations
@@ -30,10 +34,36 @@ def read_preset_record(name_or_path: str) -> dict[str, Any] | None:
     return json.loads((folder / RECORD_FILE).read_text(encoding="utf-8"))
 
 
+def portable_model_name(name: str, revision: str | None = None) -> tuple[str, str | None]:
+    """``(name, revision)`` as a record keeps them (see the module docstring): a local
+    folder becomes its folder's name (revision None), or ``OWNER/NAME`` and the commit when
+    it is a Hub cache snapshot (``.../models--OWNER--NAME/snapshots/COMMIT``)."""
+    from tapt.encoders.loading import PACKAGE_SCHEME, could_be_hub_id
+
+    if name.startswith(PACKAGE_SCHEME):
+        return name, None
+    path = Path(name)
+    if not path.exists() and could_be_hub_id(name):
+        return name, revision
+    parts = path.resolve().parts if path.exists() else path.parts
+    if len(parts) >= 3 and parts[-2] == "snapshots" and parts[-3].startswith("models--"):
+        return parts[-3][len("models--"):].replace("--", "/"), parts[-1]
+    return (parts[-1] if parts else name), None
+
+
 def base_model_of(name_or_path: str) -> str:
-    """The first model of a chain of tapt runs (a Hub id, a path, or ``package:...``)."""
+    """The first model of a chain of tapt runs: a Hub id, ``package:...`` or a local
+    folder's name (:func:`portable_model_name`)."""
+    return base_of(name_or_path)[0]
+
+
+def base_of(name_or_path: str, revision: str | None = None) -> tuple[str, str | None]:
+    """``(base model, its revision)`` of a chain of tapt runs starting at ``name_or_path``
+    (loaded at ``revision``), as :func:`portable_model_name` records them."""
     record = read_preset_record(name_or_path)
-    return record["base_model"] if record and record.get("base_model") else name_or_path
+    if record and record.get("base_model"):
+        return portable_model_name(record["base_model"], record.get("base_revision"))
+    return portable_model_name(name_or_path, revision)
 
 
 def write_preset_record(folder: Path, model, spec, stage: str, **extra: Any) -> dict:
@@ -42,13 +72,14 @@ def write_preset_record(folder: Path, model, spec, stage: str, **extra: Any) -> 
 
     preset = spec.preset()
     pooling = next((m.pooling_mode for m in model if isinstance(m, Pooling)), None)
+    base, base_revision = base_of(spec.name_or_path, spec.revision)
     record = {"family": preset.name, "pooling": pooling,
               "query_prompt": model.prompts.get("query", ""),
               "document_prompt": model.prompts.get("document", ""),
               "max_seq_length": model.max_seq_length, "append_eos": preset.append_eos,
               "needs_remote_code": preset.needs_remote_code,
-              "base_model": base_model_of(spec.name_or_path), "stage": stage, **extra}
-    from tapt.files import atomic_write_text
+              "base_model": base, "base_revision": base_revision, "stage": stage, **extra}
+    from tapt.files import atomic_write_json
 
-    atomic_write_text(folder / RECORD_FILE, json.dumps(record, indent=2) + "\n")
+    atomic_write_json(folder / RECORD_FILE, record)
     return record

@@ -9,7 +9,12 @@ YAML). tapt first refuses, naming the folder or file, an export that:
   ``license`` is not the expected one (``--license``, the recipe's ``hub.license``);
 - contains a Hub token (``HF_TOKEN``, the login cache) in any file, or a commit message that
   does;
-- ``SentenceTransformer(folder)`` cannot load, or that encodes a sentence to non-finite values.
+- has no ``modules.json`` (then ``SentenceTransformer(folder)`` silently builds a default
+  mean-pooling model), or lacks the tokenizer files its tokenizer is built from
+  (``tokenizer.json``, or e.g. ``vocab.txt``);
+- ``SentenceTransformer(folder)`` cannot load, whose tokenizer does not fit its weights
+  (:func:`tapt.encoders.tokenizer_check.check_tokenizer`), or that encodes a sentence to
+  non-finite values.
 
 The result is a :class:`PushPlan`: the files with their sizes and the card, which is what
 ``tapt push --dry-run`` prints.
@@ -17,6 +22,7 @@ The result is a :class:`PushPlan`: the files with their sizes and the card, whic
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 from collections.abc import Sequence
@@ -29,6 +35,7 @@ from tapt.hub.tokens import file_containing
 logger = logging.getLogger(__name__)
 
 CARD = "README.md"
+MODULES_FILE = "modules.json"
 LICENSE_FILE = "LICENSE"
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle")
 IGNORED_DIRS = (".git", ".cache")
@@ -134,9 +141,51 @@ def check_no_secret(folder: Path, files: list[PlannedFile], tokens: list[str],
         raise PushRefused("the commit message contains a Hub token")
 
 
-def check_loads(folder: Path, trust_remote_code: bool = False) -> None:
-    """``SentenceTransformer(folder)`` on the CPU, from local files only, and one finite
-    embedding."""
+def read_modules(folder: Path) -> list[dict]:
+    """The export's ``modules.json`` (sentence-transformers' module list); refused when
+    missing or not a list of modules with a ``path``."""
+    path = folder / MODULES_FILE
+    if not path.is_file():
+        raise PushRefused(f"{path}: missing; a SentenceTransformer export lists its modules "
+                          "there (without it the model loads as plain mean pooling)")
+    try:
+        modules = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise PushRefused(f"{path}: not valid JSON, so SentenceTransformer cannot load the "
+                          f"export: {err}") from err
+    if not isinstance(modules, list) or not modules or not all(
+            isinstance(entry, dict) and isinstance(entry.get("path"), str) for entry in modules):
+        raise PushRefused(f"{path}: expected a non-empty list of modules, each with a 'path'")
+    return modules
+
+
+def check_tokenizer_of(model, folder: Path, modules: list[dict]) -> None:
+    """The loaded export's tokenizer fits its weights, and the first module's folder holds
+    the files that tokenizer is built from (a push must carry them)."""
+    from tapt.encoders.tokenizer_check import (
+        TokenizerError,
+        check_tokenizer,
+        hf_tokenizer,
+        missing_files,
+    )
+
+    try:
+        check_tokenizer(model, str(folder))
+    except TokenizerError as err:
+        raise PushRefused(str(err)) from err
+    tokenizer = hf_tokenizer(model)
+    first = min(modules, key=lambda entry: entry.get("idx", 0))
+    module_folder = folder / first["path"]
+    missing = missing_files(module_folder, tokenizer) if tokenizer is not None else []
+    if missing:
+        raise PushRefused(f"{module_folder}: no {' or '.join(missing)}; the export must carry "
+                          "the files its tokenizer is built from")
+
+
+def check_loads(folder: Path, trust_remote_code: bool = False,
+                modules: list[dict] | None = None) -> None:
+    """``SentenceTransformer(folder)`` on the CPU, from local files only, a tokenizer that
+    fits its weights (with its files), and one finite embedding."""
     from sentence_transformers import SentenceTransformer
 
     try:
@@ -149,6 +198,7 @@ def check_loads(folder: Path, trust_remote_code: bool = False) -> None:
             if "trust_remote_code" in str(err) and not trust_remote_code else ""
         raise PushRefused(f"{folder}: SentenceTransformer cannot load it: "
                           f"{type(err).__name__}: {first}{hint}") from err
+    check_tokenizer_of(model, folder, modules if modules is not None else read_modules(folder))
     if not all(math.isfinite(float(value)) for value in embedding.ravel()):
         raise PushRefused(f"{folder}: the model encodes to non-finite values (NaN/inf)")
 
@@ -165,6 +215,7 @@ def check_export(folder: Path, *, license: str = "apache-2.0", tokens: Sequence[
     check_license_file(folder, license)
     card, metadata = read_card(folder, license)
     check_no_secret(folder, files, list(tokens), commit_message)
-    check_loads(folder, trust_remote_code)
+    modules = read_modules(folder)
+    check_loads(folder, trust_remote_code, modules)
     logger.debug("%s: %d files pass tapt's push checks", folder, len(files))
     return PushPlan(folder=folder, files=files, card=card, metadata=metadata)

@@ -66,7 +66,8 @@ def test_mlm_lowers_heldout_loss_and_its_export_starts_tapt_with_the_base_preset
     final = output / "final"
     record = json.loads((final / "tapt_preset.json").read_text())
     assert record["stage"] == "dapt" and record["pooling"] == "cls"
-    assert record["base_model"] == load_recipe(recipe_file, kind="dapt").model.name
+    base_path = load_recipe(recipe_file, kind="dapt").model.name  # a local folder: its name
+    assert record["base_model"] == base_path.rstrip("/").rsplit("/", 1)[-1]
     assert (final / "LICENSE").is_file() and "Domain-adaptive" in (final / "README.md").read_text()
 
     # The encoder changed, and the export holds it (not the base weights).

@@ -18,9 +18,11 @@ ENCODERS: dict[str, type[APIEncoder]] = {"openai": OpenAIEncoder, "voyage": Voya
 
 
 def is_api_model(name: str) -> bool:
-    """True for ``openai:MODEL`` and ``voyage:MODEL``."""
-    scheme, sep, model = name.partition(":")
-    return bool(sep) and scheme in ENCODERS and bool(model)
+    """True for ``openai:MODEL`` and ``voyage:MODEL``, and for ``openai:`` / ``voyage:``
+    without a model, so that :func:`load_api_encoder` names the expected form (as a
+    SentenceTransformer name it would get a Hub repo-id message)."""
+    scheme, sep, _ = name.partition(":")
+    return bool(sep) and scheme in ENCODERS
 
 
 def load_api_encoder(name: str, **kwargs) -> APIEncoder:
@@ -28,7 +30,7 @@ def load_api_encoder(name: str, **kwargs) -> APIEncoder:
     if not is_api_model(name):
         raise ValueError(f"{name!r} is not an API model (openai:MODEL or voyage:MODEL)")
     scheme, _, model = name.partition(":")
-    return ENCODERS[scheme](model, **kwargs)
+    return ENCODERS[scheme](model.strip(), **kwargs)
 
 
 __all__ = [

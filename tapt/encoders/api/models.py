@@ -77,6 +77,10 @@ def model_info(provider: str, model: str, dimensions: int | None = None) -> Mode
     if provider not in PROVIDERS:
         raise ValueError(f"unknown embedding API provider {provider!r}; known: "
                          + ", ".join(PROVIDERS))
+    if not model.strip():
+        example = next(m for p, m in MODELS if p == provider)
+        raise ValueError(f"{provider}: no model name; expected {provider}:MODEL, e.g. "
+                         f"{provider}:{example}")
     known = MODELS.get((provider, model))
     if known is not None:
         return known
