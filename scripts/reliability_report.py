@@ -46,7 +46,7 @@ DECISIONS = """\
 | a NUL byte anywhere in a line-based file | refused (binary data or UTF-16 without a BOM) |
 | a line longer than 32 MiB (`tapt.data.beir.MAX_LINE_BYTES`) | refused without reading further: memory stays bounded on a file with no line ends |
 | a recipe larger than 1 MiB (`tapt.recipe.MAX_RECIPE_BYTES`) | refused before parsing (PyYAML would take minutes) |
-| ids (`_id`) with a tab, newline, CR, NUL or other control character | refused: an id must fit in one TSV cell and one TREC run column |
+| ids (corpus and query `_id`, qrels `query-id` / `corpus-id`, mined-negatives ids) with whitespace of any kind (a space, a tab, U+00A0, U+3000: `str.isspace` or Unicode category Z*) or a control or format character (category C*: newline, CR, NUL, zero-width space, bidi marks) | refused at load with file:line (`tapt.ids.id_problem`, one rule for every reader; `write_beir` and the TREC run writer refuse them too): an id must be one token of a TSV cell and of a TREC run line, which trec_eval splits on whitespace. Non-ASCII letters (`d-é`, `α1`) are fine; spaces around a qrels cell are trimmed |
 | lone UTF-16 surrogates (`"\\ud800"`) in any string | refused: they cannot be written back as UTF-8 nor tokenized |
 | an integer `_id` | accepted as its decimal string (public BEIR sets have them) |
 | a JSON object with a key twice, a YAML mapping with a key twice | accepted, the last one wins (as every JSON/YAML parser does) |

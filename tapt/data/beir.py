@@ -2,7 +2,12 @@
 
 A BEIR folder holds ``corpus.jsonl`` (``_id``, ``title``, ``text``), ``queries.jsonl``
 (``_id``, ``text``) and ``qrels/{split}.tsv`` (header ``query-id  corpus-id  score``).
-FormBench grades its qrels: 3 = anchor, 2 = hard negative, 1 = soft negative.
+FormBench grades its qrels: 3 = anchor, 2 = hard negative, 1 = soft negative; most public
+BEIR sets mark relevant passages with 1. Which grade is relevant is the dataset's
+:class:`~tapt.data.relevance.RelevanceRule` (``auto``: FormBench's when a grade of 3 or
+more occurs, else BEIR's). Ids follow :mod:`tapt.ids` (no whitespace or control
+characters). Loading a split also reads the query ids of the other qrels files present:
+a query judged in two splits is an error for training and a warning for evaluation.
 
 BEIR's own loader (``beir.datasets.data_loader``) skips validation and keeps the whole
 package's dependencies; this module is small, checks every line before use and reports
@@ -13,15 +18,26 @@ from __future__ import annotations
 
 import csv
 import json
+import logging
 import os
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
-ANCHOR = 3
-HARD_NEGATIVE = 2
-SOFT_NEGATIVE = 1
+from tapt.data.relevance import (  # noqa: F401  (the grades, importable from here too)
+    ANCHOR,
+    HARD_NEGATIVE,
+    SOFT_NEGATIVE,
+    RelevanceRule,
+    choose_rule,
+)
+from tapt.ids import id_problem
+
+logger = logging.getLogger(__name__)
+
+LeakPolicy = Literal["error", "warn"]
 SPLITS = ("train", "dev", "test")
 QRELS_HEADER = ("query-id", "corpus-id", "score")
 MAX_LINE_BYTES = 32 * 2**20
@@ -31,7 +47,6 @@ MAX_GRADE = 1000
 """qrels scores must lie in [-MAX_GRADE, MAX_GRADE]: trec_eval allocates memory per grade
 level (a score of 2**31 takes over 16 GB)."""
 UTF8_BOM = b"\xef\xbb\xbf"
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
 
 Qrels = dict[str, dict[str, int]]
@@ -67,12 +82,25 @@ class Passage:
 
 @dataclass
 class BeirDataset:
-    """A corpus, its queries and graded qrels per split, all validated."""
+    """A corpus, its queries and graded qrels per split, all validated.
+
+    ``rule`` says which grades are relevant (default: ``auto`` on these qrels); ``files``
+    names each split's qrels file for error messages."""
 
     corpus: dict[str, Passage]
     queries: dict[str, str]
     qrels: dict[str, Qrels] = field(default_factory=dict)
     source: str = ""
+    rule: RelevanceRule | None = None
+    files: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.rule is None:
+            self.rule = choose_rule("auto", max_grade(self.qrels.values()))
+
+    def split_file(self, name: str) -> str:
+        """The qrels file of a split, for messages."""
+        return self.files.get(name, f"{self.source or 'dataset'} (split '{name}')")
 
     def split(self, name: str) -> Qrels:
         """The qrels of one split; a clear error when it was not loaded."""
@@ -149,15 +177,27 @@ def string_field(path: str | os.PathLike, line: int, record: dict, name: str, *,
         value = str(value)
     if not isinstance(value, str):
         raise DataError(path, f"expected a string, got {type(value).__name__}", line, name)
-    if name == "_id" and _CONTROL.search(value):
-        raise DataError(path, f"control character {_CONTROL.search(value).group()!r} (tab, "
-                              "newline, NUL...): an id must fit in one TSV cell", line, name)
+    if name == "_id":
+        check_id(path, line, value, name)
     if not value.isascii() and _SURROGATE.search(value):  # isascii: the fast common case
         raise DataError(path, f"lone surrogate {_SURROGATE.search(value).group()!r}: not "
                               "encodable as UTF-8", line, name)
     if not allow_empty and not value.strip():
         raise DataError(path, "empty", line, name)
     return value
+
+
+def check_id(path: str | os.PathLike, line: int | None, value: str, name: str) -> None:
+    """Refuse an id that breaks :mod:`tapt.ids`' rule, naming the file, line and field."""
+    problem = id_problem(value)
+    if problem:
+        raise DataError(path, problem, line, name)
+
+
+def max_grade(splits: Iterable[Qrels]) -> int | None:
+    """The highest grade in some qrels (None when there is none)."""
+    return max((grade for qrels in splits for docs in qrels.values() for grade in docs.values()),
+               default=None)
 
 
 def read_corpus(path: str | os.PathLike, *, allow_empty: bool = False) -> dict[str, Passage]:
@@ -215,13 +255,25 @@ def parse_queries(records: Iterable[tuple[int, dict]], source: str | os.PathLike
 
 def read_qrels(path: str | os.PathLike, corpus_ids: Iterable[str] | None = None,
                query_ids: Iterable[str] | None = None, *, require_anchor: bool = True,
-               anchor_score: int = ANCHOR) -> Qrels:
+               relevant_from: int | str = "auto") -> Qrels:
     """Read and validate one ``qrels/{split}.tsv``.
 
-    Checks the header, integer scores, duplicate pairs, ids unknown to the corpus or the
-    queries (when given), empty splits, and, with ``require_anchor``, that every query has
-    at least one passage graded ``anchor_score`` or higher.
+    Checks the header, integer scores, ids (:mod:`tapt.ids`), duplicate pairs, ids unknown
+    to the corpus or the queries (when given), empty splits, and, with ``require_anchor``,
+    that every query has a relevant passage under the rule ``relevant_from`` (``auto``:
+    decided on this file's grades, see :func:`~tapt.data.relevance.choose_rule`).
     """
+    qrels, first_line = parse_qrels(path, corpus_ids, query_ids)
+    if require_anchor:
+        rule = choose_rule(relevant_from, max_grade([qrels]))
+        check_relevance(qrels, path, rule, first_line, require_anchor=True)
+    return qrels
+
+
+def parse_qrels(path: str | os.PathLike, corpus_ids: Iterable[str] | None = None,
+                query_ids: Iterable[str] | None = None) -> tuple[Qrels, dict[str, int]]:
+    """The judgments of one qrels file and the line of each query's first judgment; every
+    check of :func:`read_qrels` but the relevance one."""
     path = Path(path)
     _require_file(path)
     corpus_ids = set(corpus_ids) if corpus_ids is not None else None
@@ -249,6 +301,8 @@ def read_qrels(path: str | os.PathLike, corpus_ids: Iterable[str] | None = None,
         for name, value in zip(QRELS_HEADER, (query_id, doc_id, raw_score)):
             if not value:
                 raise DataError(path, "empty", line, name)
+        check_id(path, line, query_id, "query-id")
+        check_id(path, line, doc_id, "corpus-id")
         try:
             score = int(raw_score)
         except ValueError:
@@ -271,12 +325,35 @@ def read_qrels(path: str | os.PathLike, corpus_ids: Iterable[str] | None = None,
         first_line.setdefault(query_id, line)
     if not qrels:
         raise DataError(path, "empty split: no judgments after the header")
-    if require_anchor:
-        for query_id, judged in qrels.items():
-            if max(judged.values()) < anchor_score:
-                raise DataError(path, f"query '{query_id}' has no anchor (no passage graded "
-                                      f">= {anchor_score})", first_line[query_id], "score")
-    return qrels
+    return qrels, first_line
+
+
+def check_relevance(qrels: Qrels, path: str | os.PathLike, rule: RelevanceRule,
+                    first_line: dict[str, int] | None = None, *,
+                    require_anchor: bool = True, warn: bool = True) -> None:
+    """A split must have a relevant passage under ``rule`` for some query (else every
+    metric is 0 and training has no rows), and, with ``require_anchor``, for every query;
+    without it, queries lacking one are counted in a warning (with ``warn``)."""
+    missing = [q for q, judged in qrels.items()
+               if not any(rule.is_relevant(grade) for grade in judged.values())]
+    if missing and len(missing) == len(qrels):
+        grades = sorted({g for judged in qrels.values() for g in judged.values()})
+        raise DataError(path, f"no query has a relevant passage under the relevance rule "
+                              f"{rule.describe()}; the grades here are "
+                              f"{', '.join(map(str, grades))}: choose the relevant grade with "
+                              "--relevant-from N (data.relevant_from)")
+    if missing and require_anchor:
+        query_id = missing[0]
+        raise DataError(path, f"query '{query_id}' has no anchor (no passage graded >= "
+                              f"{rule.relevant_from}, relevance rule {rule.name}); --lenient "
+                              "keeps such queries (the binary metrics skip them), "
+                              "--relevant-from N chooses the relevant grade",
+                        (first_line or {}).get(query_id), "score")
+    if missing and warn:
+        logger.warning("%s: %d of %d queries have no passage graded >= %d (relevance rule %s): "
+                       "binary nDCG@10, MRR@10 and recall@100 average over the other %d",
+                       path, len(missing), len(qrels), rule.relevant_from, rule.name,
+                       len(qrels) - len(missing))
 
 
 def _next_row(rows, path: Path) -> list[str] | None:
@@ -297,23 +374,107 @@ def _require_file(path: Path) -> None:
 
 
 def load_beir_folder(folder: str | os.PathLike, splits: Iterable[str] = SPLITS, *,
-                     require_anchor: bool = True, anchor_score: int = ANCHOR,
-                     allow_empty: bool = False) -> BeirDataset:
+                     require_anchor: bool = True, relevant_from: int | str = "auto",
+                     allow_empty: bool = False, leaks: LeakPolicy = "warn") -> BeirDataset:
     """Load and validate a local BEIR folder; ``splits`` are the qrels files to read.
 
     FormBench is held to the strict rules. For other BEIR sets, ``allow_empty`` keeps empty
-    passages and ``require_anchor=False`` keeps queries with no passage graded
-    ``anchor_score`` (they score 0 on the binary metrics)."""
+    passages and ``require_anchor=False`` keeps queries with no relevant passage (the
+    binary metrics skip them); ``relevant_from`` is the relevance rule (``auto`` or a
+    grade, see :mod:`tapt.data.relevance`). The query ids of the other ``qrels/*.tsv``
+    files are read too: a query also judged there is an error with ``leaks="error"``
+    (training) and a warning with ``leaks="warn"`` (evaluation)."""
     folder = Path(folder)
     if not folder.is_dir():
         raise DataError(folder, "not a folder (expected corpus.jsonl, queries.jsonl, qrels/)")
     corpus = read_corpus(folder / "corpus.jsonl", allow_empty=allow_empty)
     queries = read_queries(folder / "queries.jsonl")
     files = {split: folder / "qrels" / f"{split}.tsv" for split in splits}
-    qrels = {split: read_qrels(path, corpus, queries, require_anchor=require_anchor,
-                               anchor_score=anchor_score) for split, path in files.items()}
+    parsed = {split: parse_qrels(path, corpus, queries) for split, path in files.items()}
+    loaded = {path.name for path in files.values()}
+    others = {str(path): read_judged_ids(path)
+              for path in sorted((folder / "qrels").glob("*.tsv")) if path.name not in loaded}
+    return build_dataset(corpus, queries, parsed, files, others, source=str(folder),
+                         require_anchor=require_anchor, relevant_from=relevant_from,
+                         leaks=leaks)
+
+
+def build_dataset(corpus: dict[str, Passage], queries: dict[str, str],
+                  parsed: dict[str, tuple[Qrels, dict[str, int]]],
+                  files: dict[str, str | os.PathLike],
+                  others: dict[str, tuple[set[str], int | None]], *, source: str,
+                  require_anchor: bool = True, relevant_from: int | str = "auto",
+                  leaks: LeakPolicy = "warn") -> BeirDataset:
+    """The dataset from validated parts: ``parsed`` (:func:`parse_qrels` per split) and
+    ``others`` (:func:`read_judged_ids` of the qrels files not loaded, by file). Chooses the
+    relevance rule, checks every split against it and the splits against each other."""
+    qrels = {split: judged for split, (judged, _) in parsed.items()}
+    grades = [max_grade(qrels.values()), *(grade for _, grade in others.values())]
+    top = max((grade for grade in grades if grade is not None), default=None)
+    rule = choose_rule(relevant_from, top)
+    for split, (judged, first_line) in parsed.items():
+        check_relevance(judged, files[split], rule, first_line, require_anchor=require_anchor)
     check_disjoint_splits(qrels, files)
-    return BeirDataset(corpus=corpus, queries=queries, qrels=qrels, source=str(folder))
+    check_other_splits(parsed, files, others, leaks)
+    if parsed:
+        how = (f"chosen by auto: the highest grade is {top}" if relevant_from == "auto"
+               else f"from relevant_from {relevant_from}")
+        logger.info("%s: relevance rule %s, %s", source, rule.describe(), how)
+    return BeirDataset(corpus=corpus, queries=queries, qrels=qrels, source=source, rule=rule,
+                       files={split: str(path) for split, path in files.items()})
+
+
+def read_judged_ids(path: str | os.PathLike) -> tuple[set[str], int | None]:
+    """The query ids and the highest grade of a qrels file that is not loaded, cheaply:
+    rows that do not parse are skipped (that split's own validation reports them when it
+    is loaded); a file that cannot be read gives nothing."""
+    path = Path(path)
+    ids: set[str] = set()
+    top: int | None = None
+    if not path.is_file():  # a FIFO or a device would block or never end
+        return ids, top
+    limit = MAX_LINE_BYTES
+    try:
+        with path.open("rb") as handle:
+            for raw in iter(lambda: handle.readline(limit + 1), b""):
+                cells = raw.decode("utf-8", "replace").rstrip("\r\n").split("\t")
+                if len(raw) > limit or len(cells) != 3:
+                    continue
+                query_id = cells[0].strip().lstrip("\ufeff").strip('"')
+                try:
+                    grade = int(cells[2].strip())
+                except ValueError:  # the header, or a bad row
+                    continue
+                if query_id and id_problem(query_id) is None and abs(grade) <= MAX_GRADE:
+                    ids.add(query_id)
+                    top = grade if top is None else max(top, grade)
+    except OSError as err:
+        logger.debug("%s: not read for the split-leak check (%s)", path, err)
+    return ids, top
+
+
+def check_other_splits(parsed: dict[str, tuple[Qrels, dict[str, int]]],
+                       files: dict[str, str | os.PathLike],
+                       others: dict[str, tuple[set[str], int | None]],
+                       leaks: LeakPolicy = "warn") -> None:
+    """Queries of a loaded split that are also judged in another qrels file (not loaded):
+    an error naming both files with ``leaks="error"``, else a warning."""
+    for split, (judged, first_line) in parsed.items():
+        for other, (other_ids, _) in others.items():
+            shared = sorted(query_id for query_id in judged if query_id in other_ids)
+            if not shared:
+                continue
+            examples = ", ".join(f"'{query_id}'" for query_id in shared[:5])
+            message = (f"{len(shared)} of {len(judged)} queries are also judged in {other} "
+                       f"(e.g. {examples})")
+            if leaks == "error":
+                raise DataError(files[split], f"{message}: training on them leaks into that "
+                                              "split's metrics; keep each query in one split "
+                                              "(move a file that is not a split out of "
+                                              "qrels/)", first_line.get(shared[0]),
+                                "query-id")
+            logger.warning("%s: %s: its metrics measure queries a model may have been "
+                           "trained on", files[split], message)
 
 
 def check_disjoint_splits(qrels: dict[str, Qrels], files: dict[str, str | os.PathLike]) -> None:
@@ -333,11 +494,19 @@ def check_disjoint_splits(qrels: dict[str, Qrels], files: dict[str, str | os.Pat
 
 def write_beir(folder: str | os.PathLike, corpus: dict[str, Passage], queries: dict[str, str],
                qrels: dict[str, Qrels]) -> Path:
-    """Write a BEIR folder. Refuses to overwrite a folder that already holds a dataset."""
+    """Write a BEIR folder. Refuses to overwrite a folder that already holds a dataset, and
+    ids that :mod:`tapt.ids` refuses (what it writes, it reads back)."""
     folder = Path(folder)
     if (folder / "corpus.jsonl").exists() or (folder / "qrels").exists():
         raise FileExistsError(f"{folder} already holds a BEIR dataset; choose another folder "
                               "or remove it first")
+    for kind, ids in (("corpus", corpus), ("query", queries),
+                      *((f"qrels {split}", {*judged, *(d for docs in judged.values()
+                                                       for d in docs)})
+                        for split, judged in qrels.items())):
+        for value in ids:
+            if problem := id_problem(value):
+                raise DataError(folder, f"{kind} id {value!r}: {problem}")
     (folder / "qrels").mkdir(parents=True, exist_ok=True)
     with (folder / "corpus.jsonl").open("w", encoding="utf-8") as handle:
         for doc_id, passage in corpus.items():

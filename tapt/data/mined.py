@@ -2,8 +2,9 @@
 
 Every line must be a JSON object with a ``query_id`` of the training split and a
 ``negatives`` list of objects whose ``id`` is a corpus passage that is not an anchor of
-that query (``rank`` and ``score``, when present, must be numbers). A bad line is an error
-naming the file, the line and the field, raised before any model is loaded.
+that query (relevant under the dataset's relevance rule); ids follow :mod:`tapt.ids`;
+``rank`` and ``score``, when present, must be numbers. A bad line is an error naming the
+file, the line and the field, raised before any model is loaded.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from tapt.data.beir import ANCHOR, BeirDataset, DataError, iter_jsonl
+from tapt.data.beir import BeirDataset, DataError, check_id, iter_jsonl
 
 
 def read_mined(path: str | Path, dataset: BeirDataset, split: str) -> dict[str, list[str]]:
@@ -25,6 +26,7 @@ def read_mined(path: str | Path, dataset: BeirDataset, split: str) -> dict[str, 
         query_id = record.get("query_id")
         if not isinstance(query_id, str) or not query_id:
             raise DataError(path, "expected a non-empty string", line, "query_id")
+        check_id(path, line, query_id, "query_id")
         if query_id not in dataset.queries:
             raise DataError(path, f"unknown query {query_id!r}", line, "query_id")
         if query_id not in qrels:
@@ -35,13 +37,15 @@ def read_mined(path: str | Path, dataset: BeirDataset, split: str) -> dict[str, 
         negatives = record.get("negatives")
         if not isinstance(negatives, list):
             raise DataError(path, "expected a list", line, "negatives")
-        anchors = {d for d, grade in qrels[query_id].items() if grade >= ANCHOR}
+        anchors = set(dataset.rule.relevant_ids(qrels[query_id]))
         ids = []
         for position, negative in enumerate(negatives):
             field = f"negatives[{position}]"
             if not isinstance(negative, dict):
                 raise DataError(path, "expected an object with an id", line, field)
             doc_id = negative.get("id")
+            if isinstance(doc_id, str) and doc_id:
+                check_id(path, line, doc_id, f"{field}.id")
             if not isinstance(doc_id, str) or doc_id not in dataset.corpus:
                 raise DataError(path, f"unknown passage {doc_id!r}", line, f"{field}.id")
             if doc_id in anchors:

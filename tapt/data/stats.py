@@ -8,19 +8,36 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from tapt.data.beir import BeirDataset
+from tapt.data.relevance import FORMBENCH, RelevanceRule
 
 TIER_NAMES = {3: "anchor", 2: "hard negative", 1: "soft negative", 0: "not relevant"}
+"""FormBench's tiers (the ``formbench`` relevance rule)."""
 PERCENTILES = (50, 90, 95, 99, 99.87, 100)
 
 
+def tier_name(grade: int, rule: RelevanceRule = FORMBENCH) -> str:
+    """A grade's name under ``rule``: FormBench's tier names, else ``relevant (grade N)``,
+    ``hard negative``, ``soft negative``, ``not relevant`` or ``grade N``."""
+    if rule == FORMBENCH and grade in TIER_NAMES:
+        return TIER_NAMES[grade]
+    if grade == rule.hard_negative:
+        return "hard negative"
+    if grade == rule.soft_negative:
+        return "soft negative"
+    if rule.is_relevant(grade):
+        return f"relevant (grade {grade})"
+    return "not relevant" if grade == 0 else f"grade {grade}"
+
+
 def tier_counts(dataset: BeirDataset) -> dict[str, dict[str, int]]:
-    """For each split: queries, judgments and judgments per grade."""
+    """For each split: queries, judgments and judgments per grade, named by the dataset's
+    relevance rule."""
     table: dict[str, dict[str, int]] = {}
     for split, qrels in dataset.qrels.items():
         grades = Counter(score for docs in qrels.values() for score in docs.values())
         row = {"queries": len(qrels), "judgments": sum(grades.values())}
         for grade in sorted(grades, reverse=True):
-            row[TIER_NAMES.get(grade, f"grade {grade}")] = grades[grade]
+            row[tier_name(grade, dataset.rule)] = grades[grade]
         table[split] = row
     return table
 

@@ -15,6 +15,10 @@ def subcorpus_ids(dataset: BeirDataset, split: str, *, distractors: int | None =
                   fraction: float | None = None, seed: int = 0) -> list[str]:
     """Corpus ids: all passages judged in ``split`` plus sampled unjudged ones.
 
+    Every judged passage is kept whatever its grade, so the set is the same under any
+    relevance rule: the relevant passages and the judged non-relevant ones (the hardest
+    distractors) are always there.
+
     Give ``distractors`` (a count) or ``fraction`` (of the unjudged passages), not both;
     with neither, the whole corpus. The sample depends only on the ids and ``seed``.
     """

@@ -1,11 +1,14 @@
 """Training rows from graded qrels: (query, anchor, hard negative[, soft negative][, mined...]).
 
-The anchor (grade 3) is the positive; the hard negative (grade 2) is the explicit
-negative that MultipleNegativesRankingLoss adds to the in-batch negatives; the soft
+The dataset's :class:`~tapt.data.relevance.RelevanceRule` says which grades are which.
+FormBench's: the anchor (grade 3) is the positive; the hard negative (grade 2) is the
+explicit negative that MultipleNegativesRankingLoss adds to the in-batch negatives; the soft
 negative (grade 1) and negatives mined from the corpus (``tapt mine``) follow as more
-columns. Rows are returned as a ``datasets.Dataset`` (columns ``query``, ``positive``,
-``negative``, optionally ``soft_negative`` and ``mined_1`` ... ``mined_K``), the input
-sentence-transformers' trainer expects.
+columns. BEIR's (grade >= 1 relevant, no graded negatives): one (query, relevant passage)
+pair per relevant passage, as sentence-transformers users train on BEIR, with in-batch
+negatives plus the mined ones when given. Rows are returned as a ``datasets.Dataset``
+(columns ``query``, ``positive``, ``negative``, optionally ``soft_negative`` and
+``mined_1`` ... ``mined_K``), the input sentence-transformers' trainer expects.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import logging
 from dataclasses import dataclass
 from typing import Literal
 
-from tapt.data.beir import ANCHOR, HARD_NEGATIVE, SOFT_NEGATIVE, BeirDataset
+from tapt.data.beir import BeirDataset
 
 logger = logging.getLogger(__name__)
 
@@ -33,36 +36,41 @@ class TripletStats:
     """Rows with fewer mined negatives than asked (their query had fewer)."""
 
 
-def _graded(judged: dict[str, int], grade: int) -> list[str]:
-    return sorted(doc_id for doc_id, score in judged.items() if score == grade)
-
-
 def build_rows(dataset: BeirDataset, split: str = "train", *, soft_negative: bool = False,
                missing: MissingPolicy = "drop", with_title: bool = True,
                mined: dict[str, list[str]] | None = None, mined_per_row: int = 0,
                ) -> tuple[list[dict[str, str]], TripletStats]:
     """One row per (query, anchor); negatives cycle when a query has several anchors.
 
-    A query without a hard negative (or without a soft one when ``soft_negative``) is
-    dropped with ``missing="drop"`` or kept as a shorter row with ``missing="pair"``.
+    Anchors and graded negatives follow ``dataset.rule``. Under a rule with a hard-negative
+    grade, a query without a hard negative (or without a soft one when ``soft_negative``) is
+    dropped with ``missing="drop"`` or kept as a shorter row with ``missing="pair"``; under
+    one without (BEIR's), every row is a (query, anchor) pair and ``missing`` does not apply.
     ``mined`` (query id -> negative ids, e.g. :func:`tapt.data.mined.read_mined`) adds
     ``mined_per_row`` columns after the graded ones; a query with fewer mined negatives
     keeps a row with fewer columns.
     """
     if missing not in ("drop", "pair"):
         raise ValueError(f"missing must be 'drop' or 'pair', got {missing!r}")
+    rule = dataset.rule
+    if soft_negative and rule.soft_negative is None:
+        raise ValueError(f"soft_negative (data.soft_negative) asks for a soft-negative column, "
+                         f"but the relevance rule {rule.describe()} has no soft-negative grade "
+                         "(data.relevant_from: 3 or more has one)")
+    graded_negatives = rule.hard_negative is not None
     stats = TripletStats()
     rows: list[dict[str, str]] = []
     for query_id, judged in dataset.split(split).items():
-        anchors = [d for d, s in judged.items() if s >= ANCHOR]
-        hard = _graded(judged, HARD_NEGATIVE)
-        soft = _graded(judged, SOFT_NEGATIVE)
-        complete = bool(hard) and (bool(soft) or not soft_negative)
-        if not complete and missing == "drop":
+        anchors = rule.relevant_ids(judged)
+        hard = rule.graded_ids(judged, rule.hard_negative)
+        soft = rule.graded_ids(judged, rule.soft_negative)
+        complete = bool(anchors) and (not graded_negatives or bool(hard)) and (
+            bool(soft) or not soft_negative)
+        if not complete and (missing == "drop" or not anchors):
             stats.dropped += 1
             continue
         stats.queries += 1
-        for position, anchor in enumerate(sorted(anchors)):
+        for position, anchor in enumerate(anchors):
             row = {"query": dataset.queries[query_id],
                    "positive": dataset.corpus[anchor].as_text(with_title)}
             if hard:
@@ -80,8 +88,9 @@ def build_rows(dataset: BeirDataset, split: str = "train", *, soft_negative: boo
             stats.rows += 1
             stats.pairs += "negative" not in row
     if not rows:
-        raise ValueError(f"split '{split}' of {dataset.source} gives no training rows "
-                         f"({stats.dropped} queries dropped for lacking a negative)")
+        raise ValueError(f"split '{split}' of {dataset.source} gives no training rows under "
+                         f"the relevance rule {rule.describe()} ({stats.dropped} queries "
+                         "dropped for lacking an anchor or a negative)")
     return rows, stats
 
 

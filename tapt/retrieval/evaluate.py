@@ -7,13 +7,12 @@ query_texts) -> Retrieval`` (:class:`~tapt.retrieval.dense.DenseRetriever`,
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from tapt.data.beir import BeirDataset
+from tapt.data.beir import BeirDataset, DataError, check_relevance
 from tapt.retrieval.dense import Retrieval
 from tapt.retrieval.metrics import METRIC_KEYS, Run, score_run, trec_ranking
 
@@ -42,17 +41,32 @@ class EvalReport:
         return data
 
     def write_json(self, path: str | os.PathLike) -> None:
-        """The report as JSON, written atomically, secrets redacted."""
-        from tapt.files import atomic_write_text
+        """The report as JSON, written atomically, the exact values of known secrets
+        redacted (ids that look like tokens are kept: :func:`tapt.files.atomic_write_json`)."""
+        from tapt.files import atomic_write_json
 
-        atomic_write_text(path, json.dumps(self.to_dict(), indent=2) + "\n")
+        atomic_write_json(path, self.to_dict())
 
     def write_trec_run(self, path: str | os.PathLike, tag: str = "tapt") -> None:
-        """TREC run format: ``qid Q0 docid rank score tag``, ranked as trec_eval ranks."""
-        from tapt.files import atomic_write_text
+        """TREC run format: ``qid Q0 docid rank score tag``, ranked as trec_eval ranks.
 
+        Ids must follow :mod:`tapt.ids` (loaded data always does; a space would split a
+        field and trec_eval could not read the file back); whitespace or control
+        characters in ``tag`` become ``_``."""
+        from tapt.files import atomic_write_text
+        from tapt.ids import id_problem
+
+        tag = "".join(c if id_problem(c) is None else "_" for c in tag) or "tapt"
+        names = {**{doc_id: "corpus id" for docs in self.run.values() for doc_id in docs},
+                 **{query_id: "query id" for query_id in self.run}}
+        for value, kind in names.items():
+            if problem := (id_problem(value) if value else "empty"):
+                raise DataError(path, f"cannot write the TREC run: {kind} {value!r}: {problem}")
+        from tapt.redaction import redact_data
+
+        run, tag = redact_data([self.run, tag], where=str(path))  # exact secret values only
         lines = [f"{query_id} Q0 {doc_id} {position} {score!r} {tag}\n"
-                 for query_id, docs in self.run.items()
+                 for query_id, docs in run.items()
                  for position, (doc_id, score) in enumerate(trec_ranking(docs), start=1)]
         atomic_write_text(path, "".join(lines), secrets=False)
 
@@ -69,8 +83,11 @@ def evaluate(retriever: Retriever, dataset: BeirDataset, split: str, *,
     """Rank ``corpus_ids`` (default: the whole corpus) for the split's queries and score.
 
     Under DDP call it on every rank: all ranks encode, rank 0 gets the report and the
-    others None.
+    others None. Relevance follows ``dataset.rule``; a split in which no query has a
+    relevant passage is a :class:`DataError` naming the split's file, before any encoding.
     """
+    check_relevance(dataset.split(split), dataset.split_file(split), dataset.rule,
+                    require_anchor=False, warn=False)
     corpus_ids = list(dataset.corpus) if corpus_ids is None else list(corpus_ids)
     corpus_texts = [dataset.corpus[doc_id].as_text(with_title) for doc_id in corpus_ids]
     query_ids, query_texts = split_queries(dataset, split)
@@ -78,12 +95,13 @@ def evaluate(retriever: Retriever, dataset: BeirDataset, split: str, *,
     if retrieval.run is None:
         return None
     qrels = dataset.split(split)
-    scored = score_run(qrels, retrieval.run)
+    scored = score_run(qrels, retrieval.run, relevant_from=dataset.rule.relevant_from)
     encoder = getattr(retriever, "encoder", None)
     evaluated = {"model": retriever.name, "data": dataset.source, "split": split,
                  "corpus_size": len(corpus_ids), "full_corpus_size": len(dataset.corpus),
                  "num_queries": len(query_ids), "with_title": with_title,
-                 "dtype": getattr(encoder, "compute_dtype", None), **(info or {})}
+                 "dtype": getattr(encoder, "compute_dtype", None),
+                 "relevance": dataset.rule.to_dict(), **(info or {})}
     return EvalReport(metrics=scored.mean, per_query=scored.per_query, run=retrieval.run,
                       timings=retrieval.timings, info=evaluated)
 

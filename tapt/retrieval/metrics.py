@@ -1,10 +1,13 @@
 """FormBench retrieval metrics, computed by pytrec_eval (trec_eval's definitions).
 
-- ``binary_ndcg@10``: nDCG@10 where only anchors (grade >= 3) are relevant, gain 1
-  (the paper's primary metric).
-- ``graded_ndcg@10``: nDCG@10 with the graded gains 3 / 2 / 1.
-- ``mrr@10``: reciprocal rank of the first anchor within the top 10.
-- ``recall@100``: share of anchors retrieved in the top 100.
+- ``binary_ndcg@10``: nDCG@10 where only relevant passages count, gain 1 (the paper's
+  primary metric).
+- ``graded_ndcg@10``: nDCG@10 with the grades as gains (FormBench: 3 / 2 / 1).
+- ``mrr@10``: reciprocal rank of the first relevant passage within the top 10.
+- ``recall@100``: share of relevant passages retrieved in the top 100.
+
+Relevant means graded ``>= relevant_from``: the dataset's relevance rule
+(:mod:`tapt.data.relevance`; FormBench: anchors, grade >= 3; BEIR: grade >= 1).
 
 Ties in score are broken as trec_eval does (by descending document id), so results
 match ``trec_eval`` run on the same run file.
@@ -17,7 +20,8 @@ from dataclasses import dataclass
 
 import pytrec_eval
 
-from tapt.data.beir import ANCHOR, Qrels
+from tapt.data.beir import ANCHOR, Qrels, max_grade
+from tapt.data.relevance import choose_rule
 
 Run = dict[str, dict[str, float]]
 """query id -> {corpus id -> score} (the retrieved list, any order)."""
@@ -48,17 +52,26 @@ def _evaluate(qrels: Qrels, run: Run, measures: set[str]) -> dict[str, dict[str,
 
 
 def score_run(qrels: Qrels, run: Mapping[str, Mapping[str, float]], *,
-              relevant_from: int = ANCHOR) -> MetricResult:
-    """Score ``run`` against graded ``qrels``.
+              relevant_from: int | None = None) -> MetricResult:
+    """Score ``run`` against graded ``qrels``; a grade ``>= relevant_from`` is relevant
+    (None: the ``auto`` relevance rule on these qrels, 3 when a grade of 3 or more occurs,
+    else 1).
 
     As in trec_eval, each metric averages over the queries that have at least one
-    relevant passage under that metric: binary metrics over queries with an anchor,
-    graded nDCG over queries with any positive grade. A judged query with nothing
+    relevant passage under that metric: binary metrics over queries with a relevant
+    passage, graded nDCG over queries with any positive grade. A judged query with nothing
     retrieved scores 0 (pytrec_eval alone would drop it); run entries for queries
-    without qrels are ignored.
+    without qrels are ignored. Qrels in which no query has a relevant passage are a
+    ValueError: every metric would be 0.
     """
+    if relevant_from is None:
+        relevant_from = choose_rule("auto", max_grade([qrels])).relevant_from
     binary = {q: docs for q, docs in binarize(qrels, relevant_from).items()
               if any(docs.values())}
+    if not binary:
+        raise ValueError(f"no query has a relevant passage (graded >= {relevant_from}): "
+                         "every metric would be 0; choose the relevant grade "
+                         "(--relevant-from N, data.relevant_from)")
     graded = {q: docs for q, docs in qrels.items() if any(s > 0 for s in docs.values())}
     full_run = {q: {d: float(s) for d, s in run.get(q, {}).items()} for q in graded}
     # pytrec_eval skips queries whose run is empty; they keep the 0.0 set below.

@@ -20,14 +20,14 @@ takes a SentenceTransformer only and encodes (query, positive) pairs itself. Wha
 
 from __future__ import annotations
 
-import json
 import random
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from tapt.data.beir import ANCHOR, BeirDataset
+from tapt.bounds import MARGIN, NON_NEGATIVE_INT, POSITIVE_INT, SEED, check_optional
+from tapt.data.beir import BeirDataset
 from tapt.retrieval.evaluate import Retriever, split_queries
 from tapt.retrieval.metrics import trec_ranking
 
@@ -44,12 +44,14 @@ class MiningSettings:
     seed: int = 0
 
     def check(self) -> None:
-        if self.per_query < 1 or self.depth < 1 or self.skip_top < 0:
-            raise ValueError("per_query and depth must be at least 1, skip_top at least 0")
+        """``ValueError`` naming the first setting out of its range."""
+        POSITIVE_INT.check(self.per_query, "per_query")
+        POSITIVE_INT.check(self.depth, "depth")
+        NON_NEGATIVE_INT.check(self.skip_top, "skip_top")
+        SEED.check(self.seed, "seed")
         if self.skip_top >= self.depth:
             raise ValueError(f"skip_top ({self.skip_top}) must be below depth ({self.depth})")
-        if self.margin is not None and not 0 <= self.margin < 1:
-            raise ValueError(f"margin must be in [0, 1), got {self.margin}")
+        check_optional(MARGIN, self.margin, "margin")
 
 
 @dataclass
@@ -83,7 +85,7 @@ def mine(retriever: Retriever, dataset: BeirDataset, split: str, settings: Minin
     texts = [dataset.corpus[doc_id].as_text(with_title) for doc_id in corpus_ids]
     query_ids, query_texts = split_queries(dataset, split)
     qrels = dataset.split(split)
-    anchors = {q: [d for d, grade in qrels[q].items() if grade >= ANCHOR] for q in query_ids}
+    anchors = {q: dataset.rule.relevant_ids(qrels[q]) for q in query_ids}  # relevance rule
     retriever.top_k = settings.depth  # anchors below it are scored through also_score
     retrieval = retriever.retrieve(corpus_ids, texts, query_ids, query_texts,
                                    also_score=anchors)
@@ -136,13 +138,13 @@ def mine_query(query_id: str, scores: dict[str, float], judged: dict[str, int],
 def write_mined(path: str | Path, records: list[dict], *, retriever: str,
                 settings: MiningSettings, data: str, split: str) -> None:
     """One JSON line per query, each with the settings and retriever (provenance); written
-    to a temporary name and renamed, so a crash never leaves half a file."""
-    from tapt.files import atomic_write_text
+    to a temporary name and renamed, so a crash never leaves half a file. The exact values
+    of known secrets are redacted; ids that look like tokens are kept."""
+    from tapt.files import atomic_write_json
 
     provenance = {"retriever": retriever, "data": data, "split": split,
                   "settings": asdict(settings)}
-    atomic_write_text(path, "".join(json.dumps({**record, **provenance}) + "\n"
-                                    for record in records), secrets=False)
+    atomic_write_json(path, [{**record, **provenance} for record in records], lines=True)
 
 
 def summary_table(summary: MiningSummary, settings: MiningSettings, title: str):

@@ -251,10 +251,10 @@ def test_query_without_anchor(raw_beir):
     assert dataset.qrels["test"]["q4"] == {"d1": 3}
 
 
-def test_anchor_score_option(raw_beir):
+def test_relevant_from_option(raw_beir):
     folder = raw_beir(qrels={"test": qrels_text("q4\td1\t2", "q5\td3\t3")})
     check(load_error(folder), folder / "qrels" / "test.tsv", 2, "score")
-    assert load_beir_folder(folder, anchor_score=2).qrels["test"]["q4"] == {"d1": 2}
+    assert load_beir_folder(folder, relevant_from=2).qrels["test"]["q4"] == {"d1": 2}
 
 
 def test_empty_split_header_only(raw_beir):
@@ -433,9 +433,13 @@ def test_cli_validate_accepts_good_folder(beir_folder, capsys, wide_console):
 
 
 def test_cli_lenient_accepts_query_without_anchor(raw_beir, capsys, wide_console):
-    folder = raw_beir(qrels={"dev": qrels_text("q3\td4\t2")})
-    assert cli.main(["data", "validate", str(folder), "--splits", "dev"]) == 2
-    assert cli.main(["data", "validate", str(folder), "--splits", "dev", "--lenient"]) == 0
+    folder = raw_beir(qrels={"test": qrels_text("q4\td1\t3", "q5\td4\t2")})
+    assert cli.main(["data", "validate", str(folder), "--splits", "test"]) == 2
+    assert cli.main(["data", "validate", str(folder), "--splits", "test", "--lenient"]) == 0
+    # a split in which no query has a relevant passage is refused even with --lenient
+    folder = raw_beir("none", qrels={"dev": qrels_text("q3\td4\t2")})
+    assert cli.main(["data", "validate", str(folder), "--splits", "dev", "--lenient"]) == 2
+    assert "no query has a relevant passage" in capsys.readouterr().out
 
 
 def test_cli_error_message_keeps_square_brackets(tmp_path, raw_beir, capsys, wide_console):

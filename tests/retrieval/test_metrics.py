@@ -220,11 +220,12 @@ def test_means_follow_trec_eval_conventions():
     assert result.mean["graded_ndcg@10"] == approx(sum(graded.values()) / 6)
 
 
-def test_queries_without_anchor_only_gives_zero_binary_means():
-    result = score_run({"q": {"h": 2}}, {"q": {"h": 1.0}})
-    assert result.per_query == {"q": {"graded_ndcg@10": approx(1.0)}}
-    assert result.mean == {"binary_ndcg@10": 0.0, "graded_ndcg@10": approx(1.0),
-                           "mrr@10": 0.0, "recall@100": 0.0}
+def test_queries_without_a_relevant_passage_are_an_error_not_zeros():
+    with pytest.raises(ValueError, match="no query has a relevant passage"):
+        score_run({"q": {"h": 2}}, {"q": {"h": 1.0}}, relevant_from=3)
+    # without relevant_from, the auto rule: no grade 3 here, so BEIR's (grade >= 1)
+    assert score_run({"q": {"h": 2}}, {"q": {"h": 1.0}}).mean == {
+        key: approx(1.0) for key in METRIC_KEYS}
 
 
 def test_integer_scores_in_the_run_are_accepted():

@@ -350,19 +350,23 @@ def test_lenient_accepts_what_public_beir_sets_have(tmp_path, reliability_case, 
 
 
 def test_write_then_read_round_trip(tmp_path, reliability_case):
-    """What tapt writes (write_beir) it reads back, unicode and odd-but-valid ids included."""
-    from tapt.data.beir import Passage, write_beir
+    """What tapt writes (write_beir) it reads back, unicode and odd-but-valid ids included;
+    an id with a space (tapt.ids' rule: no whitespace) is refused before anything is written."""
+    from tapt.data.beir import DataError, Passage, write_beir
 
-    corpus = {'d"1': Passage("quote in id"), "d 2": Passage("space in id"),
+    corpus = {'d"1': Passage("quote in id"), "d|2": Passage("bar in id"),
               "d-é": Passage("accent", title="é")}
     queries = {"q'1": "which?"}
     folder = write_beir(tmp_path / "rt", corpus, queries,
-                        {"test": {"q'1": {'d"1': 3, "d 2": 2, "d-é": 1}}})
-    case = reliability_case("BEIR folder", "round trip of write_beir with quotes, spaces "
+                        {"test": {"q'1": {'d"1': 3, "d|2": 2, "d-é": 1}}})
+    case = reliability_case("BEIR folder", "round trip of write_beir with quotes, bars "
                             "and accents in ids", expected="accepted")
     outcome = case.api(tapt.load_data, folder, splits=["test"], via="API tapt.load_data")
     outcome.assert_accepted()
     loaded = tapt.load_data(folder, splits=["test"])
     assert set(loaded.corpus) == set(corpus)
-    assert loaded.qrels["test"] == {"q'1": {'d"1': 3, "d 2": 2, "d-é": 1}}
+    assert loaded.qrels["test"] == {"q'1": {'d"1': 3, "d|2": 2, "d-é": 1}}
     assert json.loads((folder / "corpus.jsonl").read_text().splitlines()[0])["_id"] == 'd"1'
+    with pytest.raises(DataError, match="corpus id 'd 2'"):
+        write_beir(tmp_path / "space", {"d 2": Passage("space in id")}, queries, {})
+    assert not (tmp_path / "space" / "corpus.jsonl").exists()
