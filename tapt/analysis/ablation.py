@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from tapt.bounds import FRACTION, POSITIVE_INT, SEED
 from tapt.data.beir import BeirDataset
 from tapt.data.subcorpus import subcorpus_ids
 from tapt.encoders.base import Encoder
@@ -66,9 +67,7 @@ def fraction_corpora(dataset: BeirDataset, split: str, fractions: Sequence[float
     """Corpus ids per fraction (sorted by fraction), each holding every judged passage."""
     if not fractions:
         raise ValueError("give at least one fraction")
-    for fraction in fractions:
-        if not 0.0 <= fraction <= 1.0:
-            raise ValueError(f"fractions must lie in [0, 1], got {fraction}")
+    fractions = [FRACTION.check(fraction, "fractions") for fraction in fractions]
     return {f: subcorpus_ids(dataset, split, fraction=f, seed=seed)
             for f in sorted(set(fractions))}
 
@@ -141,6 +140,9 @@ def corpus_size_ablation(models: Sequence, dataset: BeirDataset, split: str, *,
     """
     from tapt.analysis.embed import materialize
 
+    POSITIVE_INT.check(batch_size, "batch_size")
+    POSITIVE_INT.check(top_k, "top_k")
+    SEED.check(seed, "seed")
     corpora = fraction_corpora(dataset, split, fractions, seed)
     result = AblationResult(data=dataset.source, split=split, seed=seed,
                             fractions=list(corpora))

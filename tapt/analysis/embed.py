@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tapt.bounds import POSITIVE_INT, check_optional
 from tapt.encoders.base import Encoder, TextKind, collect_in_order
 from tapt.retrieval.dense import EncodingTally, check_finite, stream_embeddings
 
@@ -33,6 +34,11 @@ class ModelOptions:
     max_tokens_per_batch: int | None = None
     batch_size: int = 32
     progress: bool = False
+
+    def __post_init__(self) -> None:
+        check_optional(POSITIVE_INT, self.max_seq_length, "max_seq_length")
+        check_optional(POSITIVE_INT, self.max_tokens_per_batch, "max_tokens_per_batch")
+        POSITIVE_INT.check(self.batch_size, "batch_size")
 
 
 def labelled(spec: str) -> tuple[str, str]:

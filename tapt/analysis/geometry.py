@@ -38,6 +38,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from tapt.bounds import POSITIVE_INT, SEED
 from tapt.data.beir import ANCHOR, HARD_NEGATIVE, SOFT_NEGATIVE, BeirDataset, Qrels
 from tapt.encoders.base import Encoder
 
@@ -102,6 +103,7 @@ def tier_similarities(query_ids: Sequence[str], queries: np.ndarray,
 def anisotropy(passages: np.ndarray, pairs: int = 2000, seed: int = 0) -> tuple[float, int]:
     """Mean cosine of random pairs of distinct rows (unit rows); every pair when
     ``n(n-1)/2 <= pairs``. Returns the mean and the number of pairs."""
+    pairs, seed = POSITIVE_INT.check(pairs, "pairs"), SEED.check(seed, "seed")
     n = len(passages)
     if n < 2:
         return float("nan"), 0
@@ -188,6 +190,10 @@ def analyze_geometry(encoder: Encoder, dataset: BeirDataset, split: str, *,
     from tapt.data.subcorpus import subcorpus_ids
     from tapt.retrieval.evaluate import split_queries
 
+    POSITIVE_INT.check(random_per_query, "random_per_query")
+    POSITIVE_INT.check(pairs, "pairs")
+    POSITIVE_INT.check(batch_size, "batch_size")
+    SEED.check(seed, "seed")
     if distractors is not None and fraction is not None:
         distractors = None  # an explicit fraction wins over the default count
     query_ids, query_texts = split_queries(dataset, split)

@@ -32,6 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
+from tapt.bounds import OPEN_FRACTION, POSITIVE_INT, SEED, check_optional
 from tapt.data.beir import BeirDataset, DataError, iter_jsonl
 from tapt.encoders.base import Encoder
 
@@ -87,6 +88,7 @@ def fixed_split(ids: Sequence[str], labels: Mapping[str, str], *, test_size: flo
     two passages), the same for every model; returns ``(train, test, dropped classes)``."""
     from sklearn.model_selection import train_test_split
 
+    test_size = OPEN_FRACTION.check(test_size, "test_size")
     counts = Counter(labels[d] for d in ids if d in labels)
     dropped = sorted(c for c, n in counts.items() if n < 2)
     positions = np.array([i for i, d in enumerate(ids) if d in labels
@@ -160,6 +162,10 @@ def run_probes(encoders: Mapping[str, Encoder], dataset: BeirDataset,
     its turn comes)."""
     from tapt.analysis.embed import embed, materialize, unit_rows
 
+    OPEN_FRACTION.check(test_size, "test_size")
+    SEED.check(seed, "seed")
+    check_optional(POSITIVE_INT, max_passages, "max_passages")
+    POSITIVE_INT.check(batch_size, "batch_size")
     ids = probe_passages(labels, list(dataset.corpus), max_passages=max_passages, seed=seed)
     if not ids:
         raise ValueError("no labelled passage of the labels is in the corpus")

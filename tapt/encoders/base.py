@@ -13,6 +13,8 @@ from typing import Literal
 
 import numpy as np
 
+from tapt.bounds import POSITIVE_INT
+
 TextKind = Literal["query", "document"]
 
 
@@ -110,6 +112,7 @@ class TruncatedEncoder(Encoder):
     """Keep the first ``dim`` columns of another encoder's embeddings (Matryoshka models)."""
 
     def __init__(self, encoder: Encoder, dim: int) -> None:
+        dim = POSITIVE_INT.check(dim, "truncate dim")
         if not 0 < dim <= encoder.embedding_dim:
             raise ValueError(f"truncate dim must be in 1..{encoder.embedding_dim}, got {dim}")
         self.inner = encoder

@@ -7,19 +7,24 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from tapt.bounds import FRACTION, NON_NEGATIVE_FLOAT, POSITIVE_INT
 from tapt.retrieval.dense import Retrieval, throughput
 
 
 class BM25Retriever:
-    """Okapi BM25 (bm25s, ``method="lucene"``) with English stop words by default."""
+    """Okapi BM25 (bm25s, ``method="lucene"``) with English stop words by default.
+
+    ``k1`` (term-frequency saturation) is finite and >= 0, ``b`` (length normalisation) in
+    [0, 1], ``top_k`` at least 1; anything else is a ``ValueError`` naming the parameter
+    (bm25s itself would score every passage NaN for ``k1=nan``)."""
 
     name = "bm25"
 
     def __init__(self, *, top_k: int = 100, k1: float = 1.5, b: float = 0.75,
                  stopwords: str | None = "en", progress: bool = True) -> None:
-        self.top_k = top_k
-        self.k1 = k1
-        self.b = b
+        self.top_k = POSITIVE_INT.check(top_k, "top_k")
+        self.k1 = NON_NEGATIVE_FLOAT.check(k1, "k1")
+        self.b = FRACTION.check(b, "b")
         self.stopwords = stopwords
         self.progress = progress
 

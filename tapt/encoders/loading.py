@@ -44,7 +44,7 @@ class ModelSpec:
 
     def __post_init__(self) -> None:
         if not str(self.name_or_path).strip():
-            raise ValueError("model name_or_path is empty")
+            raise ValueError("name_or_path (the model) is empty")
         self.max_seq_length = check_optional(POSITIVE_INT, self.max_seq_length,
                                              "max_seq_length")
 

@@ -6,6 +6,7 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
+from tapt.bounds import POSITIVE_INT, check_optional
 from tapt.encoders.base import EncodedBatch, Encoder, TextKind, collect_in_order
 from tapt.encoders.loading import ModelSpec, load_sentence_transformer
 from tapt.encoders.precision import dtype_name, resolve_dtype
@@ -53,7 +54,8 @@ class SentenceTransformerEncoder(Encoder):
         self.normalize = model.similarity_fn_name in (None, "cosine")
         self.show_progress = show_progress
         self.dtype = resolve_dtype(dtype, str(model.device)) if dtype else None
-        self.max_tokens_per_batch = max_tokens_per_batch
+        self.max_tokens_per_batch = check_optional(POSITIVE_INT, max_tokens_per_batch,
+                                                   "max_tokens_per_batch")
 
     @classmethod
     def load(cls, spec: ModelSpec, show_progress: bool = False, *,

@@ -21,6 +21,7 @@ from typing import Literal
 
 from sentence_transformers.base.evaluation import BaseEvaluator
 
+from tapt.bounds import POSITIVE_INT, check_optional
 from tapt.data.beir import BeirDataset
 from tapt.encoders.base import TruncatedEncoder
 from tapt.encoders.sentence import SentenceTransformerEncoder
@@ -42,7 +43,7 @@ def model_retriever(model, *, name: str, batch_size: int, top_k: int,
     in ``dtype`` (``auto``: bf16 on a CUDA GPU) without changing its weights."""
     encoder = SentenceTransformerEncoder(model, name=name, dtype=dtype,
                                          max_tokens_per_batch=max_tokens_per_batch)
-    if truncate_dim:
+    if truncate_dim is not None:
         encoder = TruncatedEncoder(encoder, truncate_dim)
     return DenseRetriever(encoder, batch_size=batch_size, top_k=top_k, progress=progress)
 
@@ -88,15 +89,16 @@ class RetrievalEvaluator(BaseEvaluator):
         self.split = split
         self.corpus_ids = list(corpus_ids)
         self.name = name
-        self.batch_size = batch_size
-        self.top_k = top_k
+        self.batch_size = POSITIVE_INT.check(batch_size, "batch_size")
+        self.top_k = POSITIVE_INT.check(top_k, "top_k")
         self.with_title = with_title
         self.metrics_file = metrics_file
-        self.truncate_dim = truncate_dim
+        self.truncate_dim = check_optional(POSITIVE_INT, truncate_dim, "truncate_dim")
         self.primary_metric = metric
         self.greater_is_better = True
         self.dtype = dtype
-        self.max_tokens_per_batch = max_tokens_per_batch
+        self.max_tokens_per_batch = check_optional(POSITIVE_INT, max_tokens_per_batch,
+                                                   "max_tokens_per_batch")
         self.on_nonfinite = on_nonfinite
         self.history: list[dict] = []
         self.refusals: list[dict] = []

@@ -29,6 +29,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 
+from tapt.bounds import FRACTION, NON_NEGATIVE_FLOAT, POSITIVE_INT
 from tapt.retrieval.dense import Retrieval
 from tapt.retrieval.metrics import Run, trec_ranking
 
@@ -43,8 +44,7 @@ def ranked(docs: Mapping[str, float]) -> list[str]:
 
 def reciprocal_rank_fusion(runs: Sequence[Run], k: float = 60) -> Run:
     """``sum 1 / (k + rank)`` over the runs in which a passage appears (rank 1 = best)."""
-    if k < 0:
-        raise ValueError(f"the RRF constant k must be >= 0, got {k}")
+    k = NON_NEGATIVE_FLOAT.check(k, "k (the RRF constant)")
     fused: Run = {}
     for run in runs:
         for query_id, docs in run.items():
@@ -66,8 +66,7 @@ def min_max(docs: Mapping[str, float]) -> dict[str, float]:
 
 def linear_fusion(dense: Run, sparse: Run, alpha: float = 0.5) -> Run:
     """``alpha * minmax(dense) + (1 - alpha) * minmax(sparse)`` per query."""
-    if not 0.0 <= alpha <= 1.0:
-        raise ValueError(f"alpha (the dense weight) must be in [0, 1], got {alpha}")
+    alpha = FRACTION.check(alpha, "alpha (the dense weight)")
     fused: Run = {}
     for query_id in dict.fromkeys([*dense, *sparse]):
         scores: dict[str, float] = {}
@@ -80,6 +79,7 @@ def linear_fusion(dense: Run, sparse: Run, alpha: float = 0.5) -> Run:
 
 def cut(run: Run, top_k: int) -> Run:
     """Each query's best ``top_k`` passages."""
+    top_k = POSITIVE_INT.check(top_k, "top_k")
     return {query_id: dict(trec_ranking(docs)[:top_k]) for query_id, docs in run.items()}
 
 
@@ -94,18 +94,13 @@ class HybridRetriever:
                  alpha: float = 0.5, top_k: int = 100) -> None:
         if fusion not in FUSIONS:
             raise ValueError(f"fusion must be one of {', '.join(FUSIONS)}, got {fusion!r}")
-        if fusion == "rrf" and rrf_k < 0:
-            raise ValueError(f"--rrf-k must be >= 0, got {rrf_k}")
-        if fusion == "linear" and not 0.0 <= alpha <= 1.0:
-            raise ValueError(f"--alpha (the dense weight) must be in [0, 1], got {alpha}")
-        if top_k < 1:
-            raise ValueError(f"top_k must be at least 1, got {top_k}")
         self.dense = dense
         self.sparse = sparse
         self.fusion = fusion
-        self.rrf_k = rrf_k
-        self.alpha = alpha
-        self.top_k = top_k
+        self.rrf_k = NON_NEGATIVE_FLOAT.check(rrf_k, "rrf_k") if fusion == "rrf" else rrf_k
+        self.alpha = FRACTION.check(alpha, "alpha (the dense weight)") \
+            if fusion == "linear" else alpha
+        self.top_k = POSITIVE_INT.check(top_k, "top_k")
 
     @property
     def name(self) -> str:

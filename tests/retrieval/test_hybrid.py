@@ -218,5 +218,7 @@ def test_cli_eval_hybrid_linear_records_alpha(tiny_bert_path, tiny_beir_path, tm
     assert (hybrid["fusion"], hybrid["alpha"], hybrid["rrf_k"]) == ("linear", 0.7, None)
     assert hybrid["depth"] == {"dense": 20, "sparse": 20} and hybrid["top_k"] == 10
     assert hybrid["normalization"].startswith("min-max")
-    assert main(["eval", "--model", str(tiny_bert_path), "--data", str(tiny_beir_path),
-                 "--hybrid", "bm25", "--fusion", "linear", "--alpha", "1.5", "--quiet"]) == 2
+    with pytest.raises(SystemExit) as refused:  # --alpha's type: a number in [0, 1]
+        main(["eval", "--model", str(tiny_bert_path), "--data", str(tiny_beir_path),
+              "--hybrid", "bm25", "--fusion", "linear", "--alpha", "1.5", "--quiet"])
+    assert refused.value.code == 2

@@ -48,6 +48,7 @@ def test_training_rows_hold_k_mined_negatives(make_recipe, tiny_beir_path, tiny_
 
 
 def test_mined_negatives_need_their_count(make_recipe, tiny_beir_path, tmp_path):
+    (tmp_path / "m.jsonl").write_text("")  # exists: the schema checks paths before pairs
     recipe_file, _ = make_recipe("half", data_path=tiny_beir_path,
                                  data={"mined_negatives": str(tmp_path / "m.jsonl")})
     with pytest.raises(RecipeError, match="go together"):

@@ -39,6 +39,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
 
+from tapt.bounds import NON_NEGATIVE_FLOAT, POSITIVE_FLOAT, POSITIVE_INT, check_optional
 from tapt.encoders.api.cache import EmbeddingCache, cache_key
 from tapt.encoders.api.client import JSONClient, MalformedResponse, RetryPolicy
 from tapt.encoders.api.models import PRICE_DATE, ModelInfo, check_dimensions, model_info
@@ -172,6 +173,12 @@ class APIEncoder(Encoder):
                  token_counter: TokenCounter | None = None, retry: RetryPolicy | None = None,
                  timeout: float = 60.0, clock: Callable[[], float] = time.monotonic,
                  sleep: Callable[[float], None] = time.sleep) -> None:
+        dimensions = check_optional(POSITIVE_INT, dimensions, "dimensions")
+        requests_per_minute = check_optional(NON_NEGATIVE_FLOAT, requests_per_minute,
+                                             "requests_per_minute")
+        tokens_per_minute = check_optional(NON_NEGATIVE_FLOAT, tokens_per_minute,
+                                           "tokens_per_minute")
+        timeout = POSITIVE_FLOAT.check(timeout, "timeout")
         self.info: ModelInfo = model_info(self.provider, model, dimensions)
         self.model = model
         self.dimensions = check_dimensions(self.info, dimensions)
@@ -192,9 +199,7 @@ class APIEncoder(Encoder):
                                       max_tokens_per_request
                                       or self.info.max_tokens_per_request)
         self.max_input_tokens = min(self.info.max_tokens_per_input, self.max_request_tokens)
-        if concurrency < 1:
-            raise ValueError(f"concurrency must be at least 1, got {concurrency}")
-        self.concurrency = concurrency
+        self.concurrency = POSITIVE_INT.check(concurrency, "concurrency")
         rpm = self.info.requests_per_minute if requests_per_minute is None \
             else requests_per_minute
         tpm = self.info.tokens_per_minute if tokens_per_minute is None else tokens_per_minute
