@@ -13,7 +13,7 @@ import os
 import shutil
 from pathlib import Path
 
-from tapt.redaction import redact
+from tapt.redaction import redact, redact_data
 
 
 class DiskSpaceError(OSError):
@@ -21,7 +21,9 @@ class DiskSpaceError(OSError):
 
 
 def atomic_write_text(path: str | os.PathLike, text: str, *, secrets: bool = True) -> Path:
-    """Write ``text`` (secrets redacted unless told otherwise) to ``path`` atomically."""
+    """Write ``text`` to ``path`` atomically; ``secrets``: redact it as free text (a model
+    card, a report: token shapes too). Structured data goes through :func:`atomic_write_json`
+    (or :func:`tapt.redaction.redact_data` and ``secrets=False``)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
@@ -33,14 +35,27 @@ def atomic_write_text(path: str | os.PathLike, text: str, *, secrets: bool = Tru
     return path
 
 
+def atomic_write_json(path: str | os.PathLike, data, *, indent: int | None = 2,
+                      lines: bool = False) -> Path:
+    """Write ``data`` as JSON (``lines``: a list of records, one JSON line each) to ``path``
+    atomically, the exact values of known secrets redacted (:func:`redact_data`): ids and
+    keys that merely look like tokens are kept."""
+    data = redact_data(data, where=str(path))
+    text = ("".join(json.dumps(record) + "\n" for record in data) if lines
+            else json.dumps(data, indent=indent) + "\n")
+    return atomic_write_text(path, text, secrets=False)
+
+
 def append_json_line(path: str | os.PathLike, record: dict) -> None:
-    """Append ``record`` as one JSON line (secrets redacted) to ``path``, creating its folder.
+    """Append ``record`` as one JSON line to ``path``, creating its folder; the exact values
+    of known secrets redacted (:func:`redact_data`).
 
     A crash mid-append can cut only this last line, which readers of metrics files skip."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    line = json.dumps(redact_data(record, where=str(path)))
     with path.open("a", encoding="utf-8") as handle:
-        handle.write(redact(json.dumps(record)) + "\n")
+        handle.write(line + "\n")
 
 
 def staging_folder(target: Path) -> Path:

@@ -43,7 +43,8 @@ from transformers import TrainerCallback
 
 from tapt.recipe import DaptRecipe, RecipeError
 from tapt.training.arguments import common_arguments, is_main_process
-from tapt.training.run_dir import RunDir, prepare_run_dir, write_recipe
+from tapt.training.run_dir import RunDir
+from tapt.training.run_start import RunStart, open_run_dir
 
 logger = logging.getLogger(__name__)
 
@@ -106,7 +107,20 @@ def dapt(recipe: DaptRecipe, *, callbacks: list | None = None,
 
     Raises:
         NonFiniteTrainingError: a NaN/inf loss or gradient and ``on_nonfinite: stop``.
+        TrainingInterrupted: Ctrl-C while training (a ``KeyboardInterrupt`` naming the
+            last complete checkpoint).
     """
+    from tapt.training.tapt import check_hub
+
+    # 1. Check everything cheap before anything heavy (the run folder is locked).
+    check_hub(recipe)
+    with open_run_dir(recipe, overwrite=overwrite) as start:
+        return dapt_in(start, recipe, callbacks=callbacks)
+
+
+def dapt_in(start: RunStart, recipe: DaptRecipe, *, callbacks: list | None = None
+            ) -> DaptResult:
+    """The phases of :func:`dapt` after the run folder was checked and locked."""
     from transformers import set_seed
 
     from tapt.data.passages import collect_passages, split_held_out
@@ -114,7 +128,6 @@ def dapt(recipe: DaptRecipe, *, callbacks: list | None = None,
     from tapt.files import publish
     from tapt.training.nonfinite import NonFiniteGuard
     from tapt.training.tapt import (
-        check_hub,
         export_staging,
         model_spec,
         push_to_hub,
@@ -123,18 +136,13 @@ def dapt(recipe: DaptRecipe, *, callbacks: list | None = None,
         write_results,
     )
 
-    # 1. Check everything cheap before anything heavy.
-    check_hub(recipe)
-    run, resume_from = prepare_run_dir(recipe, overwrite=overwrite)
+    # 2. Load and check the passages, then the model and the objective's needs; whatever
+    # fails here leaves the run folder as it was.
     eval_data = retrieval_data(recipe)
     passages = collect_passages(recipe.data, eval_data if recipe.data.path
                                 and not recipe.data.dev_data else None)
     train_texts, held_out = split_held_out(passages, recipe.data.held_out_fraction,
                                            recipe.data.held_out_max, recipe.data.seed)
-    if is_main_process():
-        write_recipe(run, recipe)
-
-    # 2. Set up: the SentenceTransformer (evaluation, export) and the objective.
     set_seed(recipe.training.seed)
     spec = model_spec(recipe)
     model = load_sentence_transformer(spec)
@@ -142,17 +150,21 @@ def dapt(recipe: DaptRecipe, *, callbacks: list | None = None,
     guard = NonFiniteGuard(recipe.training.on_nonfinite, recipe.training.max_nonfinite_steps,
                            evaluator=evaluator)
     max_length = sequence_length(recipe, model)
+    check_objective(recipe, model, max_length)
+
+    # 3. The run's first write (recipe.yaml), then the objective's trainer.
+    run, resume_from = start.begin(recipe)
     logger.info("DAPT (%s): %d training and %d held-out passages, sequences of %d tokens",
                 recipe.objective.name, len(train_texts), len(held_out), max_length)
     build = mlm_trainer if recipe.objective.name == "mlm" else simcse_trainer
     trainer, finish = build(recipe, run, model, train_texts, held_out, max_length, evaluator,
                             guard, callbacks, resume_from is not None)
 
-    # 3. Train.
+    # 4. Train.
     run_trainer(trainer, run, resume_from)
     finish()
 
-    # 4. Export the encoder as it ended (DAPT keeps no "best" checkpoint).
+    # 5. Export the encoder as it ended (DAPT keeps no "best" checkpoint).
     from tapt.training.tapt import check_exportable
 
     check_exportable(model, evaluator, None)
@@ -215,6 +227,16 @@ def sequence_length(recipe: DaptRecipe, model) -> int:
     return min(model.max_seq_length or DEFAULT_MAX_LENGTH, DEFAULT_MAX_LENGTH)
 
 
+def check_objective(recipe: DaptRecipe, model, max_length: int) -> None:
+    """Checks that need the loaded model: ``mlm`` needs a mask token; the window overlap
+    must be smaller than the sequence length."""
+    if recipe.objective.name == "mlm" and model.tokenizer.mask_token_id is None:
+        raise RecipeError(f"objective mlm needs a tokenizer with a mask token; "
+                          f"{recipe.model.name} has none (a decoder such as Qwen3?): use "
+                          "objective.name: simcse")
+    window_overlap(recipe, max_length)
+
+
 def window_overlap(recipe: DaptRecipe, max_length: int) -> int:
     """``chunking.overlap``, else an eighth of the sequence length."""
     overlap = recipe.chunking.overlap
@@ -233,15 +255,9 @@ def mlm_model(recipe: DaptRecipe, model):
     holding exactly the SentenceTransformer's encoder weights."""
     import torch
     from transformers import AutoModelForMaskedLM
+    from transformers.utils import logging as hf_logging
 
     from tapt.encoders.loading import resolve_model_path
-
-    tokenizer = model.tokenizer
-    if tokenizer.mask_token_id is None:
-        raise RecipeError(f"objective mlm needs a tokenizer with a mask token; "
-                          f"{recipe.model.name} has none (a decoder such as Qwen3?): use "
-                          "objective.name: simcse")
-    from transformers.utils import logging as hf_logging
 
     encoder = model.transformers_model
     path = transformer_folder(resolve_model_path(recipe.model.name))

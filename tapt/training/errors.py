@@ -14,3 +14,22 @@ class NonFiniteTrainingError(RuntimeError):
     def __init__(self, message: str, events: list[dict] | None = None) -> None:
         super().__init__(message)
         self.events = list(events or [])
+
+
+class TrainingInterrupted(KeyboardInterrupt):
+    """Ctrl-C (SIGINT) during training: where the run is and what it can resume from.
+
+    Attributes:
+        run_dir: The run folder.
+        checkpoint: Its last complete checkpoint (None: the run restarts from the start).
+    """
+
+    def __init__(self, run_dir, checkpoint: str | None) -> None:
+        super().__init__(f"interrupted: {run_dir}")
+        self.run_dir, self.checkpoint = run_dir, checkpoint
+
+    def message(self, command: str) -> str:
+        """One line for the user: the last checkpoint and the command that resumes."""
+        where = (f"the last complete checkpoint is {self.checkpoint}" if self.checkpoint
+                 else f"no checkpoint was completed yet in {self.run_dir}")
+        return f"interrupted: {where}; resume with: {command}"

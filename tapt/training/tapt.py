@@ -1,7 +1,8 @@
 """TAPT: contrastive fine-tuning on (query, anchor, hard negative) rows with
 sentence-transformers' trainer (which runs on Accelerate: bf16, DDP, FSDP, DeepSpeed).
 
-Phases: check (recipe, output folder, data) -> set up (model, loss, evaluator) -> train
+Phases: check (recipe, output folder: locked, then resumed, started or refused) -> load and
+check (data, model, loss, evaluator; nothing is written yet) -> record the recipe -> train
 (with dev evaluation, best checkpoint, resume, a non-finite guard) -> export -> optional
 test evaluation. A run whose loss or gradients go non-finite stops (or skips those steps,
 ``training.on_nonfinite``) and never exports a diverged model.
@@ -30,7 +31,8 @@ from tapt.encoders.loading import ModelSpec, load_sentence_transformer
 from tapt.recipe import Recipe, RecipeError
 from tapt.training.arguments import common_arguments, is_main_process
 from tapt.training.nonfinite import QueryIdsCollator
-from tapt.training.run_dir import RunDir, checkpoint_step, prepare_run_dir, write_recipe
+from tapt.training.run_dir import RunDir, checkpoint_step
+from tapt.training.run_start import RunStart, open_run_dir
 
 logger = logging.getLogger(__name__)
 
@@ -57,12 +59,15 @@ def model_spec(recipe: Recipe) -> ModelSpec:
 
 
 def load_recipe_data(recipe: Recipe, with_test: bool) -> BeirDataset:
+    """The recipe's splits under its relevance rule; a query also judged in any other qrels
+    file (the test split included when it is not loaded) is an error."""
     splits = [recipe.data.train_split, recipe.data.dev_split]
     if with_test:
         splits.append(recipe.data.test_split)
     return load_data(recipe.data.path, recipe.data.config, splits,
                      revision=recipe.data.revision, require_anchor=not recipe.data.lenient,
-                     allow_empty=recipe.data.lenient)
+                     allow_empty=recipe.data.lenient, relevant_from=recipe.data.relevant_from,
+                     leaks="error")
 
 
 def check_recipe(recipe: Recipe) -> None:
@@ -122,21 +127,32 @@ def training_arguments(recipe: Recipe, run: RunDir, resuming: bool,
 
 def train(recipe: Recipe, *, run_test: bool = False, callbacks: list | None = None,
           overwrite: bool = False) -> TrainResult:
-    """Run a recipe end to end; see the module docstring for the phases.
+    """Run a recipe end to end; see the module docstring for the phases. The run folder
+    is locked while it runs (:mod:`tapt.training.run_start`).
 
     Raises:
         NonFiniteTrainingError: the loss, a gradient or a dev evaluation went non-finite
             and the recipe says stop (the last finite checkpoint is kept; no ``final/``).
+        TrainingInterrupted: Ctrl-C while training (a ``KeyboardInterrupt`` naming the
+            last complete checkpoint).
     """
+    # 1. Check everything cheap before anything heavy.
+    check_recipe(recipe)
+    check_hub(recipe)
+    with open_run_dir(recipe, overwrite=overwrite) as start:
+        return train_in(start, recipe, run_test=run_test, callbacks=callbacks)
+
+
+def train_in(start: RunStart, recipe: Recipe, *, run_test: bool = False,
+             callbacks: list | None = None) -> TrainResult:
+    """The phases of :func:`train` after the run folder was checked and locked."""
     from tapt.retrieval.evaluator import RetrievalEvaluator
     from tapt.training.losses import build_loss
     from tapt.training.nonfinite import NonFiniteGuard
     from tapt.training.trainer import TaptTrainer
 
-    # 1. Check everything cheap before anything heavy.
-    check_recipe(recipe)
-    check_hub(recipe)
-    run, resume_from = prepare_run_dir(recipe, overwrite=overwrite)
+    # 2. Load and check the data, then the model, loss and evaluator (seeded first: LoRA
+    # and heads initialise randomly); whatever fails here leaves the run folder as it was.
     dataset = load_recipe_data(recipe, with_test=run_test)
     mined = None
     if recipe.data.mined_negatives:
@@ -150,12 +166,6 @@ def train(recipe: Recipe, *, run_test: bool = False, callbacks: list | None = No
                                 mined_per_row=recipe.data.negatives_per_query)
     dev_ids = subcorpus_ids(dataset, recipe.data.dev_split,
                             distractors=recipe.data.dev_distractors, seed=recipe.data.dev_seed)
-    if is_main_process():
-        write_recipe(run, recipe)
-    if resume_from:
-        logger.info("resuming from %s", resume_from)
-
-    # 2. Set up model, loss and evaluator (seeded first: LoRA and heads initialise randomly).
     from transformers import set_seed
 
     set_seed(recipe.training.seed)
@@ -167,15 +177,18 @@ def train(recipe: Recipe, *, run_test: bool = False, callbacks: list | None = No
     from tapt.training.export import set_card_metadata
 
     set_card_metadata(model, recipe)
-    loss = build_loss(model, recipe.loss)
+    loss = build_loss(model, recipe.loss)  # checks loss.matryoshka_dims against the model
     evaluator = RetrievalEvaluator(
         dataset, recipe.data.dev_split, dev_ids, name=EVAL_NAME, metric=recipe.eval.metric,
         batch_size=recipe.eval.batch_size, top_k=recipe.eval.top_k,
         with_title=recipe.data.with_title, dtype=recipe.eval.dtype,
         max_tokens_per_batch=recipe.eval.max_tokens_per_batch, on_nonfinite="record",
-        metrics_file=str(run.metrics_file) if is_main_process() else None)
+        metrics_file=str(start.run.metrics_file) if is_main_process() else None)
     guard = NonFiniteGuard(recipe.training.on_nonfinite, recipe.training.max_nonfinite_steps,
                            evaluator=evaluator)
+
+    # 3. The run's first write (recipe.yaml), then the trainer.
+    run, resume_from = start.begin(recipe)
     args = training_arguments(recipe, run, resuming=resume_from is not None,
                               prompts=column_prompts(model, dataset_columns(train_rows)))
     trainer = TaptTrainer(model=model, args=args, train_dataset=train_rows, loss=loss,
@@ -187,14 +200,14 @@ def train(recipe: Recipe, *, run_test: bool = False, callbacks: list | None = No
     if run_test and recipe.eval.zero_shot and resume_from is None:
         zero_shot_test = test_metrics(model, dataset, recipe)
 
-    # 3. Train (the best checkpoint is loaded at the end).
+    # 4. Train (the best checkpoint is loaded at the end).
     run_trainer(trainer, run, resume_from)
     best_step = checkpoint_step(trainer.state.best_model_checkpoint)
     history = read_history(run)
     check_exportable(model, evaluator, best_step)
     result = TrainResult(run_dir=run.root, final_dir=None, history=history, best_step=best_step)
 
-    # 4. Export first (a failing test evaluation must not cost the model), then test.
+    # 5. Export first (a failing test evaluation must not cost the model), then test.
     from tapt.files import publish
     from tapt.training.export import save_model, write_card
 
@@ -221,7 +234,8 @@ def train(recipe: Recipe, *, run_test: bool = False, callbacks: list | None = No
                         "eval_dtype": evaluator.history[-1]["dtype"] if evaluator.history
                         else None,
                         "nonfinite_steps": guard.skipped, "nonfinite_events": guard.records(),
-                        "refused_evaluations": len(evaluator.refusals), "history": history})
+                        "refused_evaluations": len(evaluator.refusals),
+                        "relevance": dataset.rule.to_dict(), "history": history})
     result.final_dir = publish(staging, run.final)
     if recipe.tracking.backend == "wandb":
         finish_wandb(summary)
@@ -259,11 +273,15 @@ def push_to_hub(recipe, folder: Path) -> None:
 
 
 def run_trainer(trainer, run: RunDir, resume_from: str | None) -> None:
-    """``trainer.train``; a non-finite stop is recorded in ``results.json`` and re-raised."""
+    """``trainer.train``; a non-finite stop is recorded in ``results.json`` and re-raised,
+    Ctrl-C becomes :class:`~tapt.training.errors.TrainingInterrupted` (the last checkpoint)."""
+    from tapt.training.errors import TrainingInterrupted
     from tapt.training.nonfinite import NonFiniteTrainingError
 
     try:
         trainer.train(resume_from_checkpoint=resume_from)
+    except KeyboardInterrupt:
+        raise TrainingInterrupted(run.root, run.last_checkpoint()) from None
     except NonFiniteTrainingError as err:
         if is_main_process():
             write_results(run, {"status": "stopped: non-finite", "error": str(err),
@@ -275,9 +293,9 @@ def run_trainer(trainer, run: RunDir, resume_from: str | None) -> None:
 
 def write_results(run: RunDir, results: dict) -> None:
     """``results.json``, written whole or not at all, secrets redacted."""
-    from tapt.files import atomic_write_text
+    from tapt.files import atomic_write_json
 
-    atomic_write_text(run.results_file, json.dumps(results, indent=2) + "\n")
+    atomic_write_json(run.results_file, results)
 
 
 def query_ids_by_text(dataset: BeirDataset, split: str) -> dict[str, str]:

@@ -1,0 +1,177 @@
+"""One training at a time in a run folder: an exclusive ``fcntl.flock`` on ``OUTPUT/tapt.lock``.
+
+The lock file holds the holder's pid, host, start time and command line (JSON); it is
+removed when the run ends. A second run on the same folder is refused at once, naming the
+holder. The kernel drops the lock when its process dies (SIGKILL included), so a lock file
+a killed run left behind no longer locks anything: it is taken over with a warning naming
+the dead holder. Under DDP only rank 0 takes the lock (:func:`run_lock`); the other ranks of
+one launch follow it. A folder the lock created is removed again when the run leaves it
+empty (a run refused before its first write leaves nothing behind).
+
+Limits: ``flock`` is as good as the filesystem's locking; on NFS, Linux maps it to POSIX
+locks through the server's lock manager.
+
+Example::
+
+    with RunLock(Path("runs/quickstart")):
+        ...  # the only training in runs/quickstart
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import logging
+import os
+import socket
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Self
+
+from tapt.recipe import RecipeError
+from tapt.redaction import redact
+from tapt.training.arguments import is_main_process
+
+logger = logging.getLogger(__name__)
+
+LOCK_NAME = "tapt.lock"
+
+
+class RunLockedError(RecipeError):
+    """Another process holds the run folder's lock."""
+
+
+class RunLock:
+    """The exclusive lock on ``folder`` (created if missing); a context manager."""
+
+    def __init__(self, folder: str | os.PathLike) -> None:
+        self.folder = Path(folder)
+        self.fd: int | None = None
+        self.created: list[Path] = []
+        """Folders the lock created (the run folder, missing parents), innermost first."""
+
+    @property
+    def path(self) -> Path:
+        return self.folder / LOCK_NAME
+
+    def acquire(self) -> RunLock:
+        self.created = [path for path in (self.folder, *self.folder.parents)
+                        if not path.exists()]
+        self.folder.mkdir(parents=True, exist_ok=True)
+        for _ in range(5):  # the holder may remove the file between our open and our lock
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                os.close(fd)
+                raise RunLockedError(locked_message(self.folder, read_holder(self.path))) \
+                    from None
+            try:
+                same = os.stat(self.path).st_ino == os.fstat(fd).st_ino
+            except FileNotFoundError:
+                same = False
+            if same:
+                break
+            os.close(fd)
+        else:
+            raise RunLockedError(f"output_dir {self.folder}: could not lock {self.path} (it "
+                                 "keeps being replaced by another process)")
+        self.fd = fd
+        previous = holder_from(os.read(fd, 4096))
+        if previous:
+            logger.warning("%s: took over the lock left by pid %s on %s (started %s), which "
+                           "no longer holds it (the run was killed or crashed)", self.folder,
+                           previous.get("pid"), previous.get("host"), previous.get("started"))
+        record = {"pid": os.getpid(), "host": socket.gethostname(),
+                  "started": time.strftime("%Y-%m-%d %H:%M:%S"),
+                  "command": redact(" ".join(sys.argv))}
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, (json.dumps(record) + "\n").encode("utf-8"), 0)
+        return self
+
+    def release(self) -> None:
+        """Remove the lock file and unlock; remove the folders the lock created too, where
+        they are empty."""
+        if self.fd is None:
+            return
+        with contextlib.suppress(FileNotFoundError):
+            self.path.unlink()
+        os.close(self.fd)
+        self.fd = None
+        for folder in self.created:
+            try:
+                folder.rmdir()  # only succeeds when empty
+            except OSError:
+                break
+        self.created = []
+
+    def moved(self, target: Path) -> None:
+        """The locked folder was renamed to ``target``: lock a new folder at the old path
+        (refused if another process got there first), then release the old one."""
+        old_fd, old_path = self.fd, target / LOCK_NAME
+        self.fd = None
+        try:
+            self.acquire()
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                old_path.unlink()
+            if old_fd is not None:
+                os.close(old_fd)
+
+    def __enter__(self) -> Self:
+        return self.acquire()
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+
+@contextlib.contextmanager
+def run_lock(folder: str | os.PathLike) -> Iterator[RunLock | None]:
+    """:class:`RunLock` on the main process (rank 0); nothing on the other ranks."""
+    if not is_main_process():
+        yield None
+        return
+    with RunLock(folder) as lock:
+        yield lock
+
+
+def holder_from(raw: bytes) -> dict:
+    try:
+        holder = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        return {}
+    return holder if isinstance(holder, dict) else {}
+
+
+def read_holder(path: Path) -> dict:
+    try:
+        return holder_from(path.read_bytes()[:4096])
+    except OSError:
+        return {}
+
+
+def pid_alive(pid) -> bool:
+    try:
+        os.kill(int(pid), 0)
+    except (ProcessLookupError, ValueError, TypeError):
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def locked_message(folder: Path, holder: dict) -> str:
+    who = (f"pid {holder.get('pid')} on {holder.get('host')}, started {holder.get('started')}"
+           if holder else "another process")
+    message = f"output_dir {folder} is in use by another training ({who}"
+    if holder.get("command"):
+        message += f": {holder['command']}"
+    message += ")"
+    if holder and holder.get("host") == socket.gethostname() and \
+            not pid_alive(holder.get("pid")):
+        message += (f"; pid {holder.get('pid')} is gone, but a process it started still "
+                    "holds the lock (a data-loader worker?): end it")
+    return message + "; wait for it to end, or choose another output_dir"

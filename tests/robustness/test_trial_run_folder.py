@@ -1,0 +1,338 @@
+"""The run folder (issue 14): resume never mixes two datasets or two models, one training
+at a time per folder, ``--overwrite`` moves only tapt runs, a failed start never blocks the
+corrected rerun, and Ctrl-C says where to resume."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from transformers import TrainerCallback
+
+from tapt.data.synth import synthesize
+from tapt.recipe import RecipeError, load_recipe
+from tapt.training import fingerprint
+from tapt.training.dapt import dapt
+from tapt.training.run_dir import RunDir, mark_complete, write_recipe
+from tapt.training.run_start import prepare_run_dir
+from tapt.training.tapt import train
+
+AREA = "run folder"
+STEPS = {"max_steps": 4, "eval_steps": 2}
+ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1",
+       "TOKENIZERS_PARALLELISM": "false"}
+
+
+class StopAfter(TrainerCallback):
+    """A crash (KeyboardInterrupt) right after optimizer step ``step``."""
+
+    def __init__(self, step: int) -> None:
+        self.step = step
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if state.global_step == self.step:
+            raise KeyboardInterrupt("simulated crash")
+
+
+def synth(folder: Path, seed: int) -> Path:
+    if folder.exists():
+        shutil.rmtree(folder)
+    synthesize(folder, queries=48, distractors=30, variant="structured", seed=seed)
+    return folder
+
+
+def listing(folder: Path) -> list[str]:
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*"))
+
+
+def message_of(capsys) -> str:
+    return " ".join(capsys.readouterr().out.split())
+
+
+# --------------------------------------------------------------- 2. resume mixes two datasets
+
+@pytest.mark.reliability(
+    area=AREA, reader="resume (input fingerprint)",
+    fault="train, crash after checkpoint-2, regenerate the data at the same path with another "
+          "seed, run the same command",
+    behaviour="refused, naming the changed input (data: qrels/dev.tsv changed (size a -> b)); "
+              "the same bytes rewritten (new mtimes) still resume")
+def test_resume_refuses_data_regenerated_behind_the_same_path(make_recipe, tmp_path):
+    data = synth(tmp_path / "data", seed=3)
+    recipe_file, output = make_recipe("mixed", data_path=data, training=STEPS)
+    with pytest.raises(KeyboardInterrupt):
+        train(load_recipe(recipe_file), callbacks=[StopAfter(3)])
+    assert (output / "checkpoints" / "checkpoint-2").is_dir()
+    saved = yaml.safe_load((output / "recipe.yaml").read_text())
+    assert set(saved["fingerprint"]) == {"data", "model"}
+    assert {"corpus.jsonl", "queries.jsonl", "qrels/train.tsv", "qrels/dev.tsv",
+            "qrels/test.tsv"} <= set(saved["fingerprint"]["data"])
+    assert "model.safetensors" in saved["fingerprint"]["model"]
+    assert load_recipe(output / "recipe.yaml") == load_recipe(recipe_file)  # still a recipe
+
+    synth(data, seed=4)  # another dataset behind the same path
+    before = listing(output)
+    with pytest.raises(RecipeError, match=r"(?s)different run.*data: \S+ changed \(") as err:
+        train(load_recipe(recipe_file))
+    assert "fingerprint" not in str(err.value)
+    assert listing(output) == before  # nothing written, checkpoint-4 not trained on new data
+
+    synth(data, seed=3)  # the original bytes again, every mtime new: not a change
+    result = train(load_recipe(recipe_file))
+    assert result.final_dir is not None
+    steps = [json.loads(line)["step"] for line in (output / "metrics.jsonl").read_text()
+             .splitlines()]
+    assert sorted(set(steps)) == [0, 2, 4]
+
+
+@pytest.mark.reliability(
+    area=AREA, reader="resume (input fingerprint)",
+    fault="model weights replaced behind the same model path between crash and resume",
+    behaviour="refused, naming the weight file (model: model.safetensors changed)")
+def test_resume_refuses_model_weights_changed_behind_the_same_path(tiny_bert_path, make_recipe,
+                                                                    tmp_path):
+    model = tmp_path / "model"
+    shutil.copytree(tiny_bert_path, model)
+    recipe = load_recipe(make_recipe("weights", model_path=model)[0])
+    run = RunDir(Path(recipe.output_dir))
+    write_recipe(run, recipe, fingerprint.input_fingerprint(recipe))
+    complete_checkpoint(run, 2)
+    assert prepare_run_dir(recipe, fingerprint.input_fingerprint(recipe)).resume_from
+
+    weights = model / "model.safetensors"
+    raw = bytearray(weights.read_bytes())
+    raw[-1] ^= 0xFF  # one byte of a tensor: same size, other content
+    weights.write_bytes(bytes(raw))
+    with pytest.raises(RecipeError, match=r"model: model.safetensors changed \(same size"):
+        prepare_run_dir(recipe, fingerprint.input_fingerprint(recipe))
+
+
+def complete_checkpoint(run: RunDir, step: int) -> Path:
+    folder = run.checkpoints / f"checkpoint-{step}"
+    folder.mkdir(parents=True)
+    (folder / "trainer_state.json").write_text("{}")
+    mark_complete(folder, step)
+    return folder
+
+
+@pytest.mark.reliability(
+    area=AREA, reader="fingerprint rule",
+    fault="touch (mtime only) on small and big files; a same-size edit in the middle of a big "
+          "file; a recipe.yaml from before fingerprints",
+    behaviour="touch is no change; the big file's edit is a hint (warning), not a change; the "
+              "old run resumes with a warning")
+def test_fingerprint_rule_mtime_is_a_hint_and_old_runs_resume(make_recipe, tmp_path,
+                                                              monkeypatch, caplog):
+    small, big = tmp_path / "small.tsv", tmp_path / "big.jsonl"
+    small.write_bytes(b"q1\td1\t3\n" * 10)
+    big.write_bytes(b"x" * 5000)
+    monkeypatch.setattr(fingerprint, "FULL_HASH_BYTES", 4096)
+    monkeypatch.setattr(fingerprint, "EDGE_BYTES", 1024)
+
+    def entries() -> dict:
+        return {"data": {p.name: fingerprint.file_entry(p) for p in (small, big)}}
+    old = entries()
+    assert old["data"]["small.tsv"]["hashed"] == "whole"
+    assert old["data"]["big.jsonl"]["hashed"] == "head+tail"
+    later = time.time() + 100
+    for path in (small, big):
+        os.utime(path, (later, later))
+    hint = ("data: big.jsonl was modified (new mtime) but has the same size and the same "
+            "first and last MiB: treated as unchanged")
+    assert fingerprint.compare(old, entries()) == ([], [hint])
+    raw = bytearray(big.read_bytes())
+    raw[2500] = ord("y")  # the middle of the big file: invisible to its head+tail hash
+    big.write_bytes(bytes(raw))
+    changes, hints = fingerprint.compare(old, entries())
+    assert changes == [] and len(hints) == 1 and "big.jsonl" in hints[0]
+    small.write_bytes(b"q1\td2\t3\n" * 10)  # same size, other content, hashed whole
+    assert fingerprint.compare(old, entries())[0] == [
+        "data: small.tsv changed (same size 80, other content)"]
+
+    # A run folder from before fingerprints: resumes, with a warning.
+    recipe = load_recipe(make_recipe("old-run")[0])
+    run = RunDir(Path(recipe.output_dir))
+    write_recipe(run, recipe)  # no fingerprint
+    checkpoint = complete_checkpoint(run, 2)
+    with caplog.at_level(logging.WARNING, logger="tapt"):
+        start = prepare_run_dir(recipe, fingerprint.input_fingerprint(recipe))
+    assert start.resume_from == str(checkpoint)
+    assert "records no fingerprint" in caplog.text
+
+
+# --------------------------------------------------------------- 3. two trainings, one folder
+
+HOLD = """
+import sys, time
+from pathlib import Path
+from tapt.training.run_lock import RunLock
+lock = RunLock(Path(sys.argv[1])).acquire()
+print("locked", flush=True)
+time.sleep(600)
+"""
+
+
+@pytest.mark.reliability(
+    area=AREA, reader="run lock",
+    fault="a second tapt train / tapt dapt on an output folder another process is training in",
+    behaviour="refused at once (exit 2), naming the holder's pid and host; nothing written; a "
+              "lock a SIGKILLed run left is taken over with a warning")
+def test_a_second_training_in_the_same_folder_is_refused_at_once(make_recipe, tmp_path,
+                                                                  quiet_cli, capsys, caplog):
+    recipe_file, output = make_recipe("busy", training={"max_steps": 2, "eval_steps": 2})
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(output)], env=ENV,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        started = time.monotonic()
+        assert quiet_cli.main(["train", str(recipe_file)]) == 2
+        assert time.monotonic() - started < 30  # at once: before data and model load
+        message = message_of(capsys)
+        assert f"is in use by another training (pid {holder.pid} on {socket.gethostname()}" \
+            in message
+        assert listing(output) == ["tapt.lock"]
+        dapt_recipe = tmp_path / "dapt.yaml"
+        settings = yaml.safe_load(recipe_file.read_text())
+        settings["objective"] = {"name": "mlm"}
+        settings["data"] = {"path": settings["data"]["path"]}
+        settings.pop("loss")
+        dapt_recipe.write_text(yaml.safe_dump(settings))
+        with pytest.raises(RecipeError, match=f"pid {holder.pid}"):
+            dapt(load_recipe(dapt_recipe, kind="dapt"))
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
+    assert (output / "tapt.lock").is_file()  # a killed holder leaves its file behind
+
+    with caplog.at_level(logging.WARNING, logger="tapt"):
+        assert train(load_recipe(recipe_file)).final_dir is not None
+    assert f"took over the lock left by pid {holder.pid}" in caplog.text
+    assert not (output / "tapt.lock").exists()  # released at the end
+
+
+# --------------------------------------------------- 4. --overwrite and folders that are no run
+
+@pytest.mark.reliability(
+    area=AREA, reader="output_dir check and --overwrite",
+    fault="output_dir = the data folder (with --overwrite), inside the data folder, the model "
+          "folder, '.', a non-empty folder of the user's, a run folder holding a user's file",
+    behaviour="refused (exit 2) with the reason before anything is written; nothing is moved; "
+              "--overwrite moves only tapt run folders")
+def test_overwrite_moves_only_tapt_runs_and_never_inputs(make_recipe, tmp_path, synth_path,
+                                                         tiny_bert_path, quiet_cli, capsys,
+                                                         monkeypatch):
+    data = tmp_path / "data"
+    shutil.copytree(synth_path, data)
+    recipe_file, _ = make_recipe("r", data_path=data)
+    before = listing(data)
+
+    def refused(*overrides: str, overwrite: bool = True) -> str:
+        argv = ["train", str(recipe_file), *overrides] + (["--overwrite"] if overwrite else [])
+        assert quiet_cli.main(argv) == 2
+        return message_of(capsys)
+
+    assert f"is the data.path input ({data})" in refused(f"output_dir={data}")
+    assert "holds the data.path input" in refused(f"output_dir={tmp_path}")
+    assert "is inside the data.path input" in refused(f"output_dir={data / 'runs' / 'x'}",
+                                                      overwrite=False)
+    assert "is the model.name input" in refused(f"output_dir={tiny_bert_path}")
+    assert listing(data) == before and not list(tmp_path.glob("data.old-*"))
+    assert not (data / "runs").exists()
+
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("mine")
+    assert "holds no tapt run (no recipe.yaml); --overwrite moves only tapt run folders" in \
+        refused(f"output_dir={mine}")
+    monkeypatch.chdir(mine)
+    message = refused("output_dir=.")
+    assert "empty name" not in message and "holds no tapt run" in message
+    assert listing(mine) == ["notes.txt"] and not list(tmp_path.glob("mine.old-*"))
+
+    # A finished tapt run that also holds a user's file is not moved aside either.
+    finished = tmp_path / "finished"
+    recipe = load_recipe(recipe_file, [f"output_dir={finished}"])
+    write_recipe(RunDir(finished), recipe, fingerprint.input_fingerprint(recipe))
+    (finished / "final").mkdir()
+    (finished / "thesis.tex").write_text("mine")
+    assert "no part of a tapt run (thesis.tex)" in refused(f"output_dir={finished}")
+    assert (finished / "thesis.tex").is_file() and not list(tmp_path.glob("finished.old-*"))
+
+
+# ------------------------------------------- 10. a failed start never blocks the corrected rerun
+
+@pytest.mark.reliability(
+    area=AREA, reader="train() order and takeover",
+    fault="loss.matryoshka_dims=[1000] (wider than the model), model.name=/nonexistent; a run "
+          "that crashed before its first checkpoint, rerun with a changed recipe",
+    behaviour="model checks fail (exit 2, naming the key) before the run folder exists; a run "
+              "with no checkpoint is taken over with a warning naming the change, its files "
+              "kept in OUTPUT/incomplete/")
+def test_a_failed_start_never_blocks_the_corrected_rerun(make_recipe, quiet_cli, capsys,
+                                                         caplog):
+    recipe_file, output = make_recipe("start", training=STEPS)
+    assert quiet_cli.main(["train", str(recipe_file), "loss.name=matryoshka",
+                           "loss.matryoshka_dims=[1000]"]) == 2
+    assert "loss.matryoshka_dims" in message_of(capsys)
+    assert not output.exists()
+    nested = output.parent / "new" / "deeper"
+    assert quiet_cli.main(["train", str(recipe_file), "model.name=/nonexistent",
+                           f"output_dir={nested}"]) == 2
+    assert "/nonexistent" in message_of(capsys)
+    assert not (output.parent / "new").exists()  # the folders the lock made are gone again
+
+    # Crashed after the zero-shot evaluation, before checkpoint-2: recipe.yaml, no checkpoint.
+    with pytest.raises(KeyboardInterrupt):
+        train(load_recipe(recipe_file, ["training.learning_rate=0.5"]), callbacks=[StopAfter(1)])
+    assert (output / "recipe.yaml").is_file() and not (output / "checkpoints" /
+                                                         "checkpoint-2").exists()
+    with caplog.at_level(logging.WARNING, logger="tapt"):
+        result = train(load_recipe(recipe_file))
+    assert result.final_dir is not None
+    assert "never completed a checkpoint" in caplog.text
+    assert "training.learning_rate: 0.5 -> 0.001" in caplog.text
+    [kept] = (output / "incomplete").glob("superseded-*")
+    assert load_recipe(kept / "recipe.yaml").training.learning_rate == 0.5
+    assert load_recipe(output / "recipe.yaml").training.learning_rate == 0.001
+    steps = [json.loads(line)["step"] for line in (output / "metrics.jsonl").read_text()
+             .splitlines()]
+    assert steps == [0, 2, 4]  # the superseded run's step-0 line went with it
+
+
+# ------------------------------------------------------------------------------------ Ctrl-C
+
+@pytest.mark.reliability(
+    area=AREA, reader="tapt train (Ctrl-C)",
+    fault="SIGINT to a tapt train process after its first checkpoint",
+    behaviour="one line naming the last checkpoint and the same command to resume; no "
+              "traceback; exit 130; the folder is unlocked")
+def test_ctrl_c_says_where_to_resume_and_exits_130(make_recipe):
+    recipe_file, output = make_recipe("ctrl-c", training={"max_steps": 10_000, "eval_steps": 2,
+                                                          "save_total_limit": 2})
+    process = subprocess.Popen([sys.executable, "-m", "tapt", "train", str(recipe_file)],
+                               env={**ENV, "COLUMNS": "10000"}, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    marker = output / "checkpoints" / "checkpoint-2" / "tapt-complete.json"
+    deadline = time.monotonic() + 300
+    while not marker.is_file() and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert marker.is_file(), "no checkpoint-2"
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=120)
+    assert process.returncode == 130, err[-3000:]
+    assert "Traceback" not in err and "Traceback" not in out
+    line = " ".join(out.split())
+    assert "interrupted: the last complete checkpoint is " in line
+    assert str(output / "checkpoints" / "checkpoint-") in line
+    assert f"resume with: tapt train {recipe_file}" in line
+    assert not (output / "tapt.lock").exists()
