@@ -3,12 +3,14 @@
 The public API::
 
     from tapt import Encoder, SentenceTransformerEncoder, ModelSpec, load_data, evaluate
+    from tapt import register_family, registered_families   # model families (presets)
 """
 
 from tapt.data.beir import BeirDataset, DataError, Passage, load_beir_folder
 from tapt.data.sources import load_data
 from tapt.encoders.base import Encoder
 from tapt.encoders.loading import ModelSpec, load_sentence_transformer
+from tapt.encoders.presets import register_family, registered_families
 from tapt.encoders.sentence import SentenceTransformerEncoder
 from tapt.retrieval.dense import DenseRetriever
 from tapt.retrieval.evaluate import EvalReport, evaluate
@@ -30,5 +32,7 @@ __all__ = [
            "load_beir_folder",
            "load_data",
            "load_sentence_transformer",
+           "register_family",
+           "registered_families",
            "score_run",
 ]
