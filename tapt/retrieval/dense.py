@@ -18,10 +18,11 @@ from dataclasses import dataclass, field
 import numpy as np
 from tqdm.auto import tqdm
 
+from tapt.bounds import POSITIVE_INT
 from tapt.encoders.base import EncodedBatch, Encoder, TextKind
 from tapt.retrieval.finite import NonFiniteEmbeddingsError, nonfinite_rows
 from tapt.retrieval.metrics import Run
-from tapt.retrieval.search import ExactIndex
+from tapt.retrieval.search import ExactIndex, choose_backend, make_index
 from tapt.retrieval.sharding import all_reduce_sum, gather_rows, share, world
 
 EXAMPLES_SHOWN = 5
@@ -34,6 +35,8 @@ class Retrieval:
 
     run: Run | None
     timings: dict[str, float] = field(default_factory=dict)
+    search_backend: str = "faiss"
+    """``faiss`` or ``torch`` (:func:`tapt.retrieval.search.make_index`)."""
 
 
 @dataclass
@@ -130,16 +133,24 @@ class DenseRetriever:
     """Exact top-k retrieval with any :class:`Encoder`.
 
     ``batch_size`` is passed to the encoder (tapt's SentenceTransformer encoder turns it
-    into a token budget of ``batch_size x max_seq_length`` unless given one).
+    into a token budget of ``batch_size x max_seq_length`` unless given one). Both
+    ``batch_size`` and ``top_k`` are at least 1 (else a ``ValueError`` naming them).
+    ``search_backend``: ``auto`` (faiss, or torch on a GPU that faiss cannot use), ``faiss``
+    or ``torch``; ``search_storage``: ``float32`` or ``float16`` rows (torch only).
     """
 
     def __init__(self, encoder: Encoder, *, batch_size: int = 32, top_k: int = 100,
-                 use_gpu: bool | None = None, progress: bool = True) -> None:
+                 use_gpu: bool | None = None, progress: bool = True,
+                 search_backend: str = "auto", search_storage: str = "float32") -> None:
         self.encoder = encoder
-        self.batch_size = batch_size
-        self.top_k = top_k
+        self.batch_size = POSITIVE_INT.check(batch_size, "batch_size")
+        self.top_k = POSITIVE_INT.check(top_k, "top_k")
         self.use_gpu = use_gpu
         self.progress = progress
+        self.search_backend = choose_backend(search_backend)
+        if search_storage not in ("float32", "float16"):
+            raise ValueError(f"search_storage must be float32 or float16, got {search_storage!r}")
+        self.search_storage = search_storage
 
     @property
     def name(self) -> str:
@@ -160,8 +171,9 @@ class DenseRetriever:
         query_seconds = time.perf_counter() - start
         check_finite(queries, encoder.name, "queries", query_ids)
 
-        index = ExactIndex(encoder.embedding_dim, normalize=encoder.normalize,
-                           use_gpu=self.use_gpu)
+        index = make_index(encoder.embedding_dim, normalize=encoder.normalize,
+                           backend=self.search_backend, use_gpu=self.use_gpu,
+                           storage_dtype=self.search_storage)
         main = world()[0] == 0
         order: list[np.ndarray] = []
         passages = EncodingTally()
@@ -185,8 +197,9 @@ class DenseRetriever:
             add_pair_scores(run, index, row_ids, query_ids, query_embeddings, also_score)
         timings = throughput(len(corpus_texts), passages.tokens, corpus_seconds,
                              len(query_texts), query_seconds, search_seconds)
-        timings["faiss_gpu"] = float(index.on_gpu)
-        return Retrieval(run=run, timings=timings)
+        timings["faiss_gpu"] = float(index.on_gpu and index.backend == "faiss")
+        timings["search_gpu"] = float(index.on_gpu)
+        return Retrieval(run=run, timings=timings, search_backend=index.backend)
 
 
 def throughput(passages: int, tokens: int | None, corpus_seconds: float, queries: int,

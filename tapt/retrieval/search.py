@@ -1,4 +1,9 @@
-"""Exact inner-product search with FAISS ``IndexFlatIP``, on all GPUs when faiss has any."""
+"""Exact inner-product search: FAISS ``IndexFlatIP`` (on all GPUs when faiss has any), or
+torch on GPUs when faiss has no GPU build (:mod:`tapt.retrieval.torch_search`).
+
+``make_index(dim, backend="auto")`` picks: faiss on GPUs when faiss sees any; else torch
+when CUDA is available (faiss-cpu beside a GPU); else faiss on the CPU.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +12,11 @@ import logging
 import faiss
 import numpy as np
 
+from tapt.bounds import POSITIVE_INT
+
 logger = logging.getLogger(__name__)
+
+SEARCH_BACKENDS = ("auto", "faiss", "torch")
 
 
 def gpu_count() -> int:
@@ -26,8 +35,10 @@ class ExactIndex:
     sharded GPU index accepts ``add`` only once, so it cannot be filled batch by batch).
     """
 
+    backend = "faiss"
+
     def __init__(self, dim: int, *, normalize: bool = True, use_gpu: bool | None = None) -> None:
-        self.dim = dim
+        self.dim = POSITIVE_INT.check(dim, "dim")
         self.normalize = normalize
         ngpu = gpu_count()
         self.on_gpu = bool(ngpu) if use_gpu is None else (use_gpu and ngpu > 0)
@@ -70,9 +81,40 @@ class ExactIndex:
 
     def search(self, queries: np.ndarray, top_k: int = 100) -> tuple[np.ndarray, np.ndarray]:
         """Exact top-``top_k``: ``(scores, positions)``, each ``(n_queries, k)``; -1 pads."""
-        if top_k < 1:
-            raise ValueError(f"top_k must be at least 1, got {top_k}")
-        k = min(top_k, self.size)
+        k = min(POSITIVE_INT.check(top_k, "top_k"), self.size)
         if k == 0:
             raise ValueError("the index is empty")
         return self._searcher().search(self._prepare(queries), k)
+
+
+def choose_backend(requested: str = "auto") -> str:
+    """The search backend ``make_index`` uses for ``requested`` (auto, faiss or torch)."""
+    if requested not in SEARCH_BACKENDS:
+        raise ValueError(f"search backend must be one of {SEARCH_BACKENDS}, got {requested!r}")
+    if requested != "auto":
+        return requested
+    if gpu_count() > 0:
+        return "faiss"
+    import torch  # only asked when faiss has no GPU: torch is then already loaded by encoders
+
+    return "torch" if torch.cuda.is_available() else "faiss"
+
+
+def make_index(dim: int, *, normalize: bool = True, backend: str = "auto",
+               use_gpu: bool | None = None, storage_dtype: str = "float32"):
+    """An exact index of the chosen backend (``ExactIndex`` or ``TorchExactIndex``: same
+    ``add`` / ``search`` / ``score`` / ``size`` / ``on_gpu`` / ``backend``). ``use_gpu=False``
+    keeps either on the CPU; ``storage_dtype`` (float32, float16) applies to torch only."""
+    chosen = choose_backend(backend)
+    if chosen == "faiss":
+        return ExactIndex(dim, normalize=normalize, use_gpu=use_gpu)
+    import torch
+
+    from tapt.retrieval.torch_search import TorchExactIndex, default_devices
+
+    dtypes = {"float32": torch.float32, "float16": torch.float16}
+    if storage_dtype not in dtypes:
+        raise ValueError(f"storage_dtype must be float32 or float16, got {storage_dtype!r}")
+    devices = [torch.device("cpu")] if use_gpu is False else default_devices()
+    return TorchExactIndex(dim, normalize=normalize, devices=devices,
+                           storage_dtype=dtypes[storage_dtype])

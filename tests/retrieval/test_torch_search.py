@@ -78,3 +78,30 @@ def test_refusals_name_the_problem():
         index.search(np.zeros((1, 8), np.float32), top_k=0)
     with pytest.raises(ValueError, match="storage_dtype"):
         TorchExactIndex(8, storage_dtype=torch.int8)
+
+
+def test_auto_backend_is_faiss_without_gpus_and_named_in_the_retrieval(tiny_bert_path):
+    from tapt.encoders.loading import ModelSpec
+    from tapt.encoders.sentence import SentenceTransformerEncoder
+    from tapt.retrieval.dense import DenseRetriever
+    from tapt.retrieval.search import choose_backend, make_index
+
+    assert choose_backend("auto") == "faiss"  # CPU-only torch and faiss-cpu here
+    assert make_index(4, backend="torch").backend == "torch"
+    with pytest.raises(ValueError, match="search backend"):
+        choose_backend("annoy")
+    encoder = SentenceTransformerEncoder.load(ModelSpec(str(tiny_bert_path), device="cpu"))
+    corpus = [f"passage {i} about binders and solvents number {i * 7}" for i in range(30)]
+    queries = ["binder", "solvent 14", "passage 3"]
+    results = {}
+    for backend in ("faiss", "torch"):
+        retriever = DenseRetriever(encoder, top_k=30, progress=False, search_backend=backend)
+        retrieval = retriever.retrieve([f"d{i}" for i in range(30)], corpus,
+                                       ["q0", "q1", "q2"], queries)
+        assert retrieval.search_backend == backend
+        results[backend] = retrieval.run
+    for query in results["faiss"]:  # the whole corpus: the tiny model has near-ties
+        faiss_run, torch_run = results["faiss"][query], results["torch"][query]
+        assert faiss_run.keys() == torch_run.keys()
+        for doc in faiss_run:
+            assert faiss_run[doc] == pytest.approx(torch_run[doc], abs=1e-5)
