@@ -7,21 +7,43 @@ import logging
 import sys
 from pathlib import Path
 
-from rich.console import Console
 from rich.markup import escape
 
+from tapt.cli_options import (
+    check_folder,
+    check_outputs,
+    fraction,
+    margin_or_none,
+    non_negative_float,
+    non_negative_int,
+    open_fraction,
+    positive_int,
+    relevant_from,
+    seed,
+)
 from tapt.data.beir import SPLITS, DataError
 from tapt.encoders.precision import DTYPE_NAMES
+from tapt.encoders.presets import registered_families
+from tapt.redaction import RedactingConsole
 
-console = Console()
+console = RedactingConsole()  # every printed line is redacted (tapt.redaction)
 logger = logging.getLogger("tapt")
 
 
-def positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
+def _family_help() -> str:
+    """``--family``'s help: the families registered when the parser is built."""
+    return (f"preset: {', '.join(registered_families())} (tapt.register_family adds one), "
+            "or auto (default: the preset a tapt export records, else from the model name)")
+
+
+
+def _add_relevance_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--relevant-from", type=relevant_from, default="auto",
+                        metavar="auto|N",
+                        help="lowest grade that counts as relevant (binary metrics, training "
+                             "anchors): auto (default) is 3 when the qrels hold a grade >= 3 "
+                             "(FormBench: 3 anchor, 2 hard, 1 soft negative), else 1 (BEIR: "
+                             "grade >= 1 relevant)")
 
 
 def _add_data_args(parser: argparse.ArgumentParser, split_default: str = "test") -> None:
@@ -32,16 +54,18 @@ def _add_data_args(parser: argparse.ArgumentParser, split_default: str = "test")
     parser.add_argument("--revision", default=None, help="Hub dataset revision (tag/commit)")
     parser.add_argument("--split", default=split_default, choices=SPLITS)
     parser.add_argument("--lenient", action="store_true",
-                        help="accept empty passages and queries without an anchor (public BEIR "
-                             "sets such as Cranfield); FormBench passes the strict checks")
+                        help="accept empty passages and queries without a relevant passage "
+                             "(public BEIR sets such as Cranfield); FormBench passes the "
+                             "strict checks")
+    _add_relevance_arg(parser)
     parser.add_argument("--no-title", action="store_true",
                         help="encode passages without their title (default: title + ' ' + text)")
     group = parser.add_mutually_exclusive_group()
-    group.add_argument("--distractors", type=int, default=None,
+    group.add_argument("--distractors", type=non_negative_int, default=None,
                        help="sub-corpus: every judged passage of the split plus N distractors")
-    group.add_argument("--fraction", type=float, default=None,
+    group.add_argument("--fraction", type=fraction, default=None,
                        help="sub-corpus: judged passages plus this fraction of distractors")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the sub-corpus sample")
+    parser.add_argument("--seed", type=seed, default=0, help="seed of the sub-corpus sample")
     parser.add_argument("--top-k", type=positive_int, default=100,
                         help="passages retrieved per query (recall@100 needs at least 100)")
     parser.add_argument("--output", type=Path, default=None, help="write metrics as JSON")
@@ -63,29 +87,30 @@ def build_parser() -> argparse.ArgumentParser:
     validate.add_argument("--splits", nargs="+", default=list(SPLITS))
     validate.add_argument("--lenient", action="store_true",
                           help="accept empty passages and queries without an anchor")
+    _add_relevance_arg(validate)
     stats = data_commands.add_parser("stats", help="counts per split and tier, passage lengths")
     stats.add_argument("folder", type=Path)
     stats.add_argument("--splits", nargs="+", default=list(SPLITS))
     stats.add_argument("--lenient", action="store_true",
                        help="accept empty passages and queries without an anchor")
+    _add_relevance_arg(stats)
     stats.add_argument("--tokenizer", default=None,
                        help="model whose tokenizer counts tokens (default: whitespace words)")
     synth = data_commands.add_parser("synth", help="generate a FormBench-like BEIR dataset")
     synth.add_argument("out", type=Path)
-    synth.add_argument("--queries", type=int, default=600)
-    synth.add_argument("--distractors", type=int, default=2000)
+    synth.add_argument("--queries", type=positive_int, default=600)
+    synth.add_argument("--distractors", type=non_negative_int, default=2000)
     synth.add_argument("--variant", choices=("random", "structured"), default="structured")
-    synth.add_argument("--seed", type=int, default=0)
+    synth.add_argument("--seed", type=seed, default=0)
 
     evaluate = commands.add_parser("eval", help="exact FAISS retrieval evaluation of a model")
     evaluate.add_argument("--model", required=True,
                           help="Hub id, local path, package:NAME/sub/path, or an API model: "
                                "openai:MODEL, voyage:MODEL")
-    evaluate.add_argument("--family", default="auto",
-                          help="preset: qwen3, gte, nomic, default, or auto (from the name)")
-    evaluate.add_argument("--max-seq-length", type=int, default=None)
-    evaluate.add_argument("--batch-size", type=int, default=32)
-    evaluate.add_argument("--truncate-dim", type=int, default=None,
+    evaluate.add_argument("--family", default="auto", help=_family_help())
+    evaluate.add_argument("--max-seq-length", type=positive_int, default=None)
+    evaluate.add_argument("--batch-size", type=positive_int, default=32)
+    evaluate.add_argument("--truncate-dim", type=positive_int, default=None,
                           help="evaluate the first N embedding dimensions (Matryoshka)")
     evaluate.add_argument("--trust-remote-code", action="store_true",
                           help="allow the model's own code from the Hub (off by default)")
@@ -107,10 +132,10 @@ def build_parser() -> argparse.ArgumentParser:
     api.add_argument("--no-cache", action="store_true", help="do not read or write the cache")
     api.add_argument("--api-concurrency", type=positive_int, default=4,
                      help="requests in flight at once (default 4)")
-    api.add_argument("--api-rpm", type=float, default=None,
+    api.add_argument("--api-rpm", type=non_negative_float, default=None,
                      help="client-side requests per minute (default: the provider's tier-1 "
                           "limit for the model; 0: none)")
-    api.add_argument("--api-tpm", type=float, default=None,
+    api.add_argument("--api-tpm", type=non_negative_float, default=None,
                      help="client-side tokens per minute (default: tier-1 limit; 0: none)")
     hybrid = evaluate.add_argument_group("hybrid retrieval")
     hybrid.add_argument("--hybrid", choices=("bm25",), default=None,
@@ -118,9 +143,9 @@ def build_parser() -> argparse.ArgumentParser:
     hybrid.add_argument("--fusion", choices=("rrf", "linear"), default="rrf",
                         help="reciprocal rank fusion (default) or a weighted sum of min-max "
                              "normalised scores")
-    hybrid.add_argument("--rrf-k", type=float, default=60.0,
+    hybrid.add_argument("--rrf-k", type=non_negative_float, default=60.0,
                         help="RRF constant: score = sum 1/(k + rank) (default 60)")
-    hybrid.add_argument("--alpha", type=float, default=0.5,
+    hybrid.add_argument("--alpha", type=fraction, default=0.5,
                         help="linear fusion: weight of the dense score (default 0.5)")
     hybrid.add_argument("--fusion-depth", type=positive_int, default=None,
                         help="passages each system contributes per query (default: --top-k); "
@@ -128,8 +153,10 @@ def build_parser() -> argparse.ArgumentParser:
     _add_data_args(evaluate)
 
     bm25 = commands.add_parser("bm25", help="BM25 baseline (bm25s) with the same metrics")
-    bm25.add_argument("--k1", type=float, default=1.5)
-    bm25.add_argument("--b", type=float, default=0.75)
+    bm25.add_argument("--k1", type=non_negative_float, default=1.5,
+                      help="term-frequency saturation (default 1.5; 0: term presence only)")
+    bm25.add_argument("--b", type=fraction, default=0.75,
+                      help="length normalisation in [0, 1] (default 0.75)")
     _add_data_args(bm25)
     train = commands.add_parser("train", help="TAPT: train on a recipe, keep the best dev "
                                               "checkpoint, export it")
@@ -174,6 +201,7 @@ def build_parser() -> argparse.ArgumentParser:
     mine.add_argument("--revision", default=None)
     mine.add_argument("--split", default="train", choices=SPLITS)
     mine.add_argument("--lenient", action="store_true")
+    _add_relevance_arg(mine)
     mine.add_argument("--no-title", action="store_true")
     mine.add_argument("--retriever", required=True,
                       help="bm25, or a model: Hub id, path (e.g. runs/x/final), package:..., "
@@ -182,18 +210,18 @@ def build_parser() -> argparse.ArgumentParser:
     mine.add_argument("--overwrite", action="store_true")
     mine.add_argument("--depth", type=positive_int, default=100,
                       help="ranks considered per query (default 100)")
-    mine.add_argument("--skip-top", type=int, default=0,
+    mine.add_argument("--skip-top", type=non_negative_int, default=0,
                       help="ranks 1..N are never taken (likely unlabelled positives)")
-    mine.add_argument("--margin", type=_margin, default=0.05,
+    mine.add_argument("--margin", type=margin_or_none, default=0.05,
                       help="drop candidates scoring above (1 - MARGIN) x the query's best "
                            "anchor score (default 0.05; 'none' turns it off)")
     mine.add_argument("--per-query", type=positive_int, default=3, help="negatives per query")
     mine.add_argument("--sampling", choices=("random", "top"), default="random",
                       help="random among the candidates left (default), or the top ones")
-    mine.add_argument("--seed", type=int, default=0)
-    mine.add_argument("--family", default="auto")
-    mine.add_argument("--max-seq-length", type=int, default=None)
-    mine.add_argument("--batch-size", type=int, default=32)
+    mine.add_argument("--seed", type=seed, default=0)
+    mine.add_argument("--family", default="auto", help=_family_help())
+    mine.add_argument("--max-seq-length", type=positive_int, default=None)
+    mine.add_argument("--batch-size", type=positive_int, default=32)
     mine.add_argument("--max-tokens-per-batch", type=positive_int, default=None)
     mine.add_argument("--dtype", choices=DTYPE_NAMES, default="auto")
     mine.add_argument("--trust-remote-code", action="store_true")
@@ -207,9 +235,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _check_outputs(args: argparse.Namespace) -> None:
-    for path in (args.output, args.run):
-        if path is not None and path.exists() and not args.overwrite:
-            raise FileExistsError(f"{path} exists; pass --overwrite to replace it")
+    """tapt eval / bm25: --output and --run can be written (before anything loads)."""
+    check_outputs([("--output", args.output), ("--run", args.run)], overwrite=args.overwrite)
 
 
 def _run_retrieval(args: argparse.Namespace, make_retriever) -> int:
@@ -222,7 +249,8 @@ def _run_retrieval(args: argparse.Namespace, make_retriever) -> int:
         logger.warning("--top-k %d: recall@100 only counts the top %d passages", args.top_k,
                        args.top_k)
     dataset = load_data(args.data, args.config, [args.split], revision=args.revision,
-                        require_anchor=not args.lenient, allow_empty=args.lenient)
+                        require_anchor=not args.lenient, allow_empty=args.lenient,
+                        relevant_from=args.relevant_from)
     corpus_ids = subcorpus_ids(dataset, args.split, distractors=args.distractors,
                                fraction=args.fraction, seed=args.seed)
     retriever = make_retriever()
@@ -261,10 +289,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from tapt.encoders.sentence import SentenceTransformerEncoder
     from tapt.retrieval.dense import DenseRetriever
 
-    if args.hybrid and args.fusion == "linear" and not 0.0 <= args.alpha <= 1.0:
-        raise ValueError(f"--alpha (the dense weight) must be in [0, 1], got {args.alpha}")
-    if args.hybrid and args.rrf_k < 0:
-        raise ValueError(f"--rrf-k must be >= 0, got {args.rrf_k}")
+    _check_outputs(args)
+    if args.cache_dir is not None and is_api_model(args.model) and not args.no_cache:
+        check_folder("--cache-dir", args.cache_dir)
     depth = (args.fusion_depth or args.top_k) if args.hybrid else args.top_k
     api_encoder = None
     if is_api_model(args.model):  # built now: a missing key fails before the data loads
@@ -323,6 +350,7 @@ def cmd_data(args: argparse.Namespace) -> int:
     if args.data_command == "synth":
         from tapt.data.synth import synthesize
 
+        check_folder("OUT", args.out)
         summary = synthesize(args.out, queries=args.queries, distractors=args.distractors,
                              variant=args.variant, seed=args.seed)
         table = Table(title=f"wrote {args.out} ({summary.variant}, seed {summary.seed})")
@@ -340,11 +368,12 @@ def cmd_data(args: argparse.Namespace) -> int:
         console.print(table)
         return 0
     dataset = load_beir_folder(args.folder, args.splits, require_anchor=not args.lenient,
-                               allow_empty=args.lenient)
+                               allow_empty=args.lenient, relevant_from=args.relevant_from)
     if args.data_command == "validate":
         console.print(f"[green]ok[/green] {args.folder}: {len(dataset.corpus):,} passages, "
                       f"{len(dataset.queries):,} queries, splits "
-                      + ", ".join(f"{s} ({len(q):,})" for s, q in dataset.qrels.items()))
+                      + ", ".join(f"{s} ({len(q):,})" for s, q in dataset.qrels.items())
+                      + f"; relevance rule {dataset.rule.describe()}")
         return 0
     from tapt.data.stats import (
         length_percentiles,
@@ -383,6 +412,8 @@ def cmd_data(args: argparse.Namespace) -> int:
 
 def _column_order(name: str) -> tuple[int, str]:
     order = ["queries", "judgments", "anchor", "hard negative", "soft negative"]
+    if name.startswith("relevant"):  # the BEIR rule's "relevant (grade N)"
+        return (order.index("anchor"), name)
     return (order.index(name) if name in order else len(order), name)
 
 
@@ -453,22 +484,18 @@ def cmd_push(args: argparse.Namespace) -> int:
     return 0
 
 
-def _margin(text: str) -> float | None:
-    return None if text.lower() == "none" else float(text)
-
-
 def cmd_mine(args: argparse.Namespace) -> int:
     from tapt.data.sources import load_data
     from tapt.retrieval.mining import MiningSettings, mine, summary_table, write_mined
 
-    if args.output.exists() and not args.overwrite:
-        raise FileExistsError(f"{args.output} exists; pass --overwrite to replace it")
+    check_outputs([("--output", args.output)], overwrite=args.overwrite)
     settings = MiningSettings(per_query=args.per_query, depth=args.depth,
                               skip_top=args.skip_top, margin=args.margin,
                               sampling=args.sampling, seed=args.seed)
     settings.check()
     dataset = load_data(args.data, args.config, [args.split], revision=args.revision,
-                        require_anchor=not args.lenient, allow_empty=args.lenient)
+                        require_anchor=not args.lenient, allow_empty=args.lenient,
+                        relevant_from=args.relevant_from)
     if args.retriever == "bm25":
         from tapt.encoders.bm25 import BM25Retriever
 
@@ -525,10 +552,9 @@ def _add_model_options(parser: argparse.ArgumentParser, *, several: bool,
                              "MODEL, optionally labelled NAME=MODEL"
                              + (" (repeat for several)" if several else "")
                              + ("; bm25 for the lexical baseline" if bm25 else ""))
-    parser.add_argument("--family", default="auto",
-                        help="preset: qwen3, gte, nomic, default, or auto (from the name)")
-    parser.add_argument("--max-seq-length", type=int, default=None)
-    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--family", default="auto", help=_family_help())
+    parser.add_argument("--max-seq-length", type=positive_int, default=None)
+    parser.add_argument("--batch-size", type=positive_int, default=32)
     parser.add_argument("--max-tokens-per-batch", type=positive_int, default=None)
     parser.add_argument("--dtype", choices=DTYPE_NAMES, default="auto")
     parser.add_argument("--trust-remote-code", action="store_true")
@@ -548,7 +574,7 @@ def _add_analysis_data(parser: argparse.ArgumentParser, *, split: bool = True,
                         help="accept empty passages and queries without an anchor")
     parser.add_argument("--no-title", action="store_true",
                         help="encode passages without their title")
-    parser.add_argument("--seed", type=int, default=0, help="seed of every sample")
+    parser.add_argument("--seed", type=seed, default=0, help="seed of every sample")
     _add_analysis_outputs(parser, required=True, example=output)
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
 
@@ -578,12 +604,21 @@ def _add_analysis_parsers(commands) -> None:
                          help="label a result's data (its evaluated.data or folder name) "
                               "(default: C1 for structured, C0 for random, else the folder)")
     compare.add_argument("--metric", choices=METRIC_KEYS, default="binary_ndcg@10",
-                         help="metric of the retention column and the frontier plot")
+                         help="metric of the retention column, the frontier plot and the "
+                              "tests against --baseline")
     compare.add_argument("--latency", choices=("search", "query"), default="search",
                          help="search: FAISS search per query (the paper's frontier); "
                               "query: query encoding + search")
     compare.add_argument("--markdown", type=Path, default=None,
                          help="also write the table as Markdown")
+    compare.add_argument("--baseline", default=None, metavar="NAME",
+                         help="test every system against this one on per-query values: "
+                              "mean difference, 95%% bootstrap CI, paired randomization "
+                              "test p, Holm-corrected across systems")
+    compare.add_argument("--resamples", type=positive_int, default=10_000,
+                         help="bootstrap and randomization resamples (default 10000)")
+    compare.add_argument("--seed", type=seed, default=0,
+                         help="seed of the resamplings (default 0)")
     _add_analysis_outputs(compare, required=False, example="compare.json")
 
     ablate = commands.add_parser("ablate", help="ablations: corpus-size")
@@ -592,7 +627,7 @@ def _add_analysis_parsers(commands) -> None:
         "corpus-size", help="metrics at distractor fractions; every judged passage kept, "
                             "each model's corpus encoded once")
     _add_model_options(size, several=True, bm25=True)
-    size.add_argument("--fractions", type=float, nargs="+", default=list(DEFAULT_FRACTIONS),
+    size.add_argument("--fractions", type=fraction, nargs="+", default=list(DEFAULT_FRACTIONS),
                       help="distractor fractions (default: %(default)s)")
     size.add_argument("--top-k", type=positive_int, default=100)
     _add_analysis_data(size, output="ablation.json")
@@ -604,9 +639,9 @@ def _add_analysis_parsers(commands) -> None:
                          "rate, similarity band, anisotropy")
     _add_model_options(geometry, several=False)
     group = geometry.add_mutually_exclusive_group()
-    group.add_argument("--distractors", type=int, default=None,
+    group.add_argument("--distractors", type=non_negative_int, default=None,
                        help="corpus: every judged passage plus N distractors (default 1000)")
-    group.add_argument("--fraction", type=float, default=None,
+    group.add_argument("--fraction", type=fraction, default=None,
                        help="corpus: every judged passage plus this fraction of distractors")
     geometry.add_argument("--random-per-query", type=positive_int, default=100,
                           help="random distractors compared with each query (default 100)")
@@ -621,7 +656,7 @@ def _add_analysis_parsers(commands) -> None:
     probe.add_argument("--label", action="append", default=None, metavar="FIELD",
                        help="label field of corpus.jsonl (default: domain and class, as tapt "
                             "data synth writes them)")
-    probe.add_argument("--test-size", type=float, default=0.3,
+    probe.add_argument("--test-size", type=open_fraction, default=0.3,
                        help="held-out share of the classification split (default 0.3)")
     probe.add_argument("--max-passages", type=positive_int, default=None,
                        help="probe a seeded sample of this many labelled passages")
@@ -643,12 +678,12 @@ def _add_analysis_parsers(commands) -> None:
 
 
 def _analysis_files(args: argparse.Namespace) -> tuple[Path | None, Path | None]:
-    """``--output`` and the PNG path; refuses existing files without ``--overwrite``."""
+    """``--output`` and the PNG path, checked writable; existing files are refused without
+    ``--overwrite``."""
     output = args.output
     plot = args.plot or (output.with_suffix(".png") if output is not None else None)
-    for path in (output, plot, getattr(args, "markdown", None)):
-        if path is not None and path.exists() and not args.overwrite:
-            raise FileExistsError(f"{path} exists; pass --overwrite to replace it")
+    check_outputs([("--output", output), ("--plot", plot),
+                   ("--markdown", getattr(args, "markdown", None))], overwrite=args.overwrite)
     return output, plot
 
 
@@ -688,7 +723,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
     output, plot = _analysis_files(args)
     comparison = compare_results(args.results, kinds=parse_assignments(args.kind, "--kind"),
                                  corpus_labels=parse_assignments(args.corpus, "--corpus"),
-                                 latency=args.latency)
+                                 latency=args.latency, baseline=args.baseline,
+                                 test_metric=args.metric, n_resamples=args.resamples,
+                                 seed=args.seed)
     console.print(comparison_table(comparison, args.metric))
     if output is not None:
         _write_json(output, comparison.to_dict(args.metric))
@@ -794,6 +831,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     from tapt.analysis.report import build_report, history_table, write_report
 
     output = args.output or args.run_dir / "report.md"
+    check_outputs([("--output", output)])  # replaced, as are the curve and data beside it
     bm25 = None if args.no_bm25 else (args.bm25 or "compute")
     report = build_report(args.run_dir, bm25=bm25, plots=args.plot)
     console.print(history_table(report))
@@ -844,6 +882,13 @@ def main(argv: list[str] | None = None) -> int:
         console.print(f"[red]push failed:[/red] {escape(redact(str(err)))} (the export is kept; "
                       "push it again with tapt push)", highlight=False, soft_wrap=True)
         return 1
+    except KeyboardInterrupt as err:  # Ctrl-C: one line, no traceback, exit 130 (128 + SIGINT)
+        import shlex
+
+        command = "tapt " + shlex.join(sys.argv[1:] if argv is None else argv)
+        line = err.message(command) if hasattr(err, "message") else "interrupted"
+        console.print(escape(redact(line)), highlight=False, soft_wrap=True)
+        return 130
 
 
 if __name__ == "__main__":

@@ -1,7 +1,12 @@
 """Training recipes: a typed schema, YAML loading and dotted ``key=value`` overrides.
 
 A recipe is checked in full before anything heavy starts: unknown keys and wrong types
-are errors that name the key (``training.learning_rate: ...``).
+are errors that name the key (``training.learning_rate: ...``). The schema holds every
+constraint that needs no model or data: ranges (seeds in numpy's [0, 2**32 - 1]), no
+boolean for a number, no empty text, Matryoshka dimensions, and paths written as paths
+(``/``, ``./``, ``../``, ``~``) that must exist. Limits: a bare relative name
+(``data/quickstart``) may be a Hub id or an earlier step's output and is checked when read;
+a Matryoshka width above the model's is known only once the model loads.
 
 Example::
 
@@ -13,15 +18,91 @@ from __future__ import annotations
 
 import os
 import reprlib
+import types
+import typing
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+from tapt.bounds import SEED_MAX
+
+Seed = Annotated[int, Field(ge=0, le=SEED_MAX)]
+"""A seed numpy takes (``numpy.random.seed``: a whole number in [0, 2**32 - 1])."""
+
+EXPLICIT_PATH_PREFIXES = ("/", "./", "../", "~")
+
+
+def is_explicit_path(text: str) -> bool:
+    """Written as a local path (``/``, ``./``, ``../``, ``~``): such a value must exist when
+    the recipe is loaded. A bare relative name (``data/quickstart``, ``runs/x/final``) may
+    be a Hub id or what an earlier step writes (``tapt data synth``, ``tapt dapt``,
+    ``tapt mine``), so it is checked when the run reads it."""
+    return text.startswith(EXPLICIT_PATH_PREFIXES) or text in (".", "..")
+
+
+def local_path(text: str | None, *, folder: bool) -> str | None:
+    """``text`` with ``~`` expanded (nothing downstream expands it); an explicit path must
+    be an existing ``folder`` (else an existing file)."""
+    if text is None or not is_explicit_path(text):
+        return text
+    expanded = os.path.expanduser(text)
+    path = Path(expanded)
+    try:
+        found, exists = (path.is_dir() if folder else path.is_file()), path.exists()
+    except (OSError, ValueError) as err:  # a NUL byte, a name too long
+        raise ValueError(f"not a usable path ({err})") from None
+    if not found:
+        problem = ("not a folder" if folder else "not a file") if exists else "no such " + (
+            "folder" if folder else "file")
+        raise ValueError(f"{problem}: {expanded} (a value written as a path, with /, ./, "
+                         "../ or ~, must exist when the recipe is loaded)")
+    return expanded
+
+
+def annotation_types(annotation) -> set:
+    """The classes an annotation admits, through ``X | None``, ``list[X]`` and
+    ``Annotated`` (``Literal`` values are left out)."""
+    origin = typing.get_origin(annotation)
+    if origin is Literal:
+        return set()
+    if origin in (typing.Union, types.UnionType, list, Annotated):
+        return set().union(*(annotation_types(arg) for arg in typing.get_args(annotation)))
+    return {annotation}
 
 
 class Section(BaseModel):
+    """A recipe section. Every field, in files and ``key=value`` overrides alike: a boolean
+    is never a number (``true`` is not 1), and text is never empty (except the fields in
+    ``may_be_empty``, where an empty string means something)."""
+
     model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
+    may_be_empty: ClassVar[frozenset[str]] = frozenset()
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _strict_values(cls, value: Any, info: ValidationInfo) -> Any:
+        leaves = annotation_types(cls.model_fields[info.field_name].annotation)
+        items = value if isinstance(value, list) else [value]
+        if leaves & {int, float} and bool not in leaves and \
+                any(isinstance(item, bool) for item in items):
+            raise ValueError("expected a number, got a boolean")
+        if leaves - {type(None)} == {bool} and isinstance(value, (int, float)) and \
+                not isinstance(value, bool):
+            raise ValueError("expected true or false, got a number")
+        if str in leaves and info.field_name not in cls.may_be_empty and \
+                any(isinstance(item, str) and not item.strip() for item in items):
+            raise ValueError("must not be empty")
+        return value
 
 
 class LoraSettings(Section):
@@ -34,11 +115,26 @@ class LoraSettings(Section):
     target_modules: list[str] | str | None = None
     """None lets peft pick the model type's defaults."""
 
+    @field_validator("target_modules")
+    @classmethod
+    def _some_modules(cls, modules: list[str] | str | None) -> list[str] | str | None:
+        if modules == []:
+            raise ValueError("an empty list adapts nothing; give module names or leave it "
+                             "out (peft's defaults)")
+        return modules
+
 
 class ModelSettings(Section):
+    may_be_empty: ClassVar[frozenset[str]] = frozenset({"query_prompt", "document_prompt"})
+
     name: str
     """Hub id, local path, or ``package:NAME/sub/path`` for a model shipped in a Python package."""
-    family: Literal["auto", "qwen3", "gte", "nomic", "default"] = "auto"
+    family_module: str | None = None
+    """A module that registers model families (``tapt.register_family``), imported when the
+    recipe is validated, before ``family`` is checked: a dotted module name Python can import,
+    or the path of a ``.py`` file (see :func:`import_family_module`)."""
+    family: str = "auto"
+    """A registered family (``tapt.encoders.presets.registered_families``) or ``auto``."""
     max_seq_length: int | None = Field(None, gt=0)
     pooling: Literal["cls", "mean", "max", "lasttoken", "weightedmean"] | None = None
     query_prompt: str | None = None
@@ -46,6 +142,75 @@ class ModelSettings(Section):
     trust_remote_code: bool = False
     revision: str | None = None
     lora: LoraSettings = LoraSettings()
+
+    @field_validator("name")
+    @classmethod
+    def _check_name(cls, name: str) -> str:
+        if name.startswith("package:"):
+            package = name[len("package:"):].partition("/")[0]
+            if not all(part.isidentifier() for part in package.split(".")):
+                raise ValueError("expected package:NAME/sub/path, NAME an importable Python "
+                                 "package")
+            return name
+        return local_path(name, folder=True)
+
+    @field_validator("family_module")  # declared before family, so validated before it
+    @classmethod
+    def _import_family_module(cls, module: str | None) -> str | None:
+        return None if module is None else import_family_module(module)
+
+    @field_validator("family")
+    @classmethod
+    def _check_family(cls, family: str) -> str:
+        from tapt.encoders.presets import registered_families
+
+        names = registered_families()
+        if family != "auto" and family not in names:
+            raise ValueError(f"unknown model family; choose one of {names} or auto (a family "
+                             "registered from Python: name its module in model.family_module)")
+        return family
+
+
+def import_family_module(name: str) -> str:
+    """Import ``name`` once per process, for the families it registers: a dotted module name
+    (installed or on ``PYTHONPATH``) or the path of a ``.py`` file (``~`` expanded; relative
+    to the working directory). Its code runs with the user's rights: it is trusted as the
+    user's own code, named in the user's own recipe, like the recipe itself. A ValueError it
+    raises (``register_family``'s) becomes an error naming ``model.family_module``; any
+    other exception propagates with its traceback into that code."""
+    import hashlib
+    import importlib
+    import importlib.util
+    import sys
+
+    if name.endswith(".py"):
+        path = Path(os.path.expanduser(name))
+        if not path.is_file():
+            raise ValueError(f"no such Python file: {path}")
+        key = "tapt_family_module_" + hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:16]
+        if key in sys.modules:
+            return name
+        spec = importlib.util.spec_from_file_location(key, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[key] = module
+        try:
+            spec.loader.exec_module(module)
+        except ImportError as err:
+            del sys.modules[key]  # a later load tries again
+            raise ValueError(f"importing {path} failed: {err}") from None
+        except BaseException:
+            del sys.modules[key]
+            raise
+        return name
+    if not all(part.isidentifier() for part in name.split(".")):
+        raise ValueError("expected a dotted Python module name (my_pkg.families) or the path "
+                         "of a .py file")
+    try:
+        importlib.import_module(name)
+    except ImportError as err:
+        raise ValueError(f"cannot import module '{name}' ({err}); install it, add its folder "
+                         "to PYTHONPATH, or give the path of its .py file") from None
+    return name
 
 
 class DataSettings(Section):
@@ -67,9 +232,31 @@ class DataSettings(Section):
     with_title: bool = True
     dev_distractors: int | None = Field(20000, ge=0)
     """Dev sub-corpus: every judged dev passage plus this many distractors (None: all)."""
-    dev_seed: int = 0
+    dev_seed: Seed = 0
     lenient: bool = False
     """Accept empty passages and queries without an anchor (non-FormBench BEIR sets)."""
+    relevant_from: Literal["auto"] | int = "auto"
+    """Lowest relevant grade (binary metrics, training anchors): ``auto`` is 3 when the
+    qrels hold a grade >= 3 (FormBench: 3 anchor, 2 hard, 1 soft negative), else 1 (BEIR:
+    relevant passages as anchors, in-batch and mined negatives); see tapt.data.relevance."""
+
+    @field_validator("relevant_from", mode="before")  # before coercion: True, 2.5
+    @classmethod
+    def _check_relevant_from(cls, value: Any) -> Any:
+        from tapt.data.relevance import parse_relevant_from
+
+        parse_relevant_from(value)  # as a field validator, so that the error names the key
+        return value
+
+    @field_validator("path")
+    @classmethod
+    def _check_path(cls, path: str) -> str:
+        return local_path(path, folder=True)
+
+    @field_validator("mined_negatives")
+    @classmethod
+    def _check_mined(cls, path: str | None) -> str | None:
+        return local_path(path, folder=False)
 
 
 class LossSettings(Section):
@@ -83,20 +270,39 @@ class LossSettings(Section):
     mini_batch_size: int = Field(32, gt=0)
     """CachedMNRL's gradient-cache chunk size."""
 
+    @field_validator("matryoshka_dims")
+    @classmethod
+    def _check_dims(cls, dims: list[int]) -> list[int]:
+        # sentence-transformers' MatryoshkaLoss: at least one, each > 0 (it sorts them);
+        # a repeated width would train it twice and lose one of its weights.
+        if not dims:
+            raise ValueError("give at least one dimension")
+        if any(dim <= 0 for dim in dims):
+            raise ValueError("every dimension must be positive")
+        if len(set(dims)) != len(dims):
+            raise ValueError("a dimension appears twice")
+        return dims
+
+    @field_validator("matryoshka_weights")
+    @classmethod
+    def _check_weights(cls, weights: list[float] | None) -> list[float] | None:
+        if weights is not None and any(weight <= 0 for weight in weights):
+            raise ValueError("every weight must be positive")
+        return weights
+
     @model_validator(mode="after")
     def _check_matryoshka(self) -> LossSettings:
         if self.matryoshka_weights is not None and \
                 len(self.matryoshka_weights) != len(self.matryoshka_dims):
             raise ValueError("loss.matryoshka_weights must have one weight per dimension in "
                              "loss.matryoshka_dims")
-        if any(dim <= 0 for dim in self.matryoshka_dims):
-            raise ValueError("loss.matryoshka_dims must be positive")
         return self
 
 
 class TrainingSettings(Section):
     epochs: float = Field(5, gt=0)
     max_steps: int = -1
+    """-1: train for ``epochs``; a positive number of steps overrides them."""
     learning_rate: float = Field(2e-5, gt=0)
     scheduler: Literal["linear", "cosine", "constant", "constant_with_warmup",
                        "cosine_with_restarts", "polynomial"] = "linear"
@@ -105,7 +311,7 @@ class TrainingSettings(Section):
     per_device_batch_size: int = Field(32, gt=0)
     gradient_accumulation_steps: int = Field(1, gt=0)
     bf16: bool = True
-    seed: int = 42
+    seed: Seed = 42
     eval_steps: int = Field(100, gt=0)
     save_steps: int | None = Field(None, gt=0)
     """Defaults to eval_steps (best-checkpoint selection needs a save at every eval)."""
@@ -119,6 +325,13 @@ class TrainingSettings(Section):
     ``skip`` the update and go on (counted in the logs and results)."""
     max_nonfinite_steps: int = Field(10, ge=0)
     """With ``skip``: the run stops once more steps than this were skipped."""
+
+    @field_validator("max_steps")
+    @classmethod
+    def _check_max_steps(cls, steps: int) -> int:
+        if steps != -1 and steps < 1:  # transformers reads 0 and -5 as "use epochs"
+            raise ValueError("must be -1 (train for training.epochs) or at least 1")
+        return steps
 
 
 class EvalSettings(Section):
@@ -152,13 +365,32 @@ class HubSettings(Section):
     never from a recipe; ``HF_ENDPOINT`` selects a private Hub mirror."""
 
     repo_id: str | None = None
-    """``org/name``; None: do not push."""
+    """``org/name``, checked by the Hub's rules (:func:`tapt.data.sources.hub_id_problem`)
+    when the recipe is loaded; None: do not push."""
     private: bool = True
     revision: str | None = None
     """Branch to push to (created if needed); None: the default branch."""
     commit_message: str | None = None
     license: str = "apache-2.0"
     """The license the model card must declare; anything else is refused before upload."""
+
+    @field_validator("repo_id")
+    @classmethod
+    def _check_repo_id(cls, repo_id: str | None) -> str | None:
+        from tapt.data.sources import hub_id_problem
+
+        problem = None if repo_id is None else hub_id_problem(repo_id)
+        if problem:
+            raise ValueError(f"not a Hub repository id: {problem}")
+        return repo_id
+
+
+def check_output_dir(path: str) -> str:
+    """``output_dir`` with ``~`` expanded; an existing file there is refused."""
+    path = os.path.expanduser(path)
+    if Path(path).exists() and not Path(path).is_dir():
+        raise ValueError(f"{path} is a file, not a run folder")
+    return path
 
 
 class Recipe(Section):
@@ -173,6 +405,11 @@ class Recipe(Section):
     output_dir: str
     export: ExportSettings = ExportSettings()
     hub: HubSettings = HubSettings()
+
+    @field_validator("output_dir")
+    @classmethod
+    def _check_output_dir(cls, path: str) -> str:
+        return check_output_dir(path)
 
 
 class DaptDataSettings(Section):
@@ -192,14 +429,27 @@ class DaptDataSettings(Section):
     held_out_fraction: float = Field(0.01, gt=0, lt=0.5)
     held_out_max: int = Field(1000, gt=0)
     """Held-out passages (for the held-out loss): this fraction, at most this many."""
-    seed: int = 0
+    seed: Seed = 0
     dev_data: str | None = None
     """BEIR folder for the zero-shot retrieval evaluation at each save (default: ``path``)."""
     dev_split: str | None = "dev"
     """Split of that BEIR data to evaluate; None: no retrieval evaluation."""
     dev_distractors: int | None = Field(20000, ge=0)
-    dev_seed: int = 0
+    dev_seed: Seed = 0
     lenient: bool = False
+
+    @field_validator("path", "dev_data")
+    @classmethod
+    def _check_folder(cls, path: str | None) -> str | None:
+        return local_path(path, folder=True)
+
+    @field_validator("files")
+    @classmethod
+    def _check_files(cls, files: list[str]) -> list[str]:
+        for name in files:
+            if Path(name).suffix.lower() not in (".jsonl", ".txt"):
+                raise ValueError(f"{name}: expected a .jsonl or .txt file of passages")
+        return [local_path(name, folder=False) for name in files]
 
     @model_validator(mode="after")
     def _check_source(self) -> DaptDataSettings:
@@ -251,6 +501,11 @@ class DaptRecipe(Section):
     output_dir: str
     export: ExportSettings = ExportSettings()
     hub: HubSettings = HubSettings()
+
+    @field_validator("output_dir")
+    @classmethod
+    def _check_output_dir(cls, path: str) -> str:
+        return check_output_dir(path)
 
     @model_validator(mode="after")
     def _check_objective(self) -> DaptRecipe:
@@ -354,6 +609,7 @@ def load_recipe(path: str | os.PathLike, overrides: list[str] | None = None,
         raise RecipeError(f"{path}: not valid YAML: nested too deeply") from None
     if not isinstance(data, dict):
         raise RecipeError(f"{path}: a recipe is a mapping of sections")
+    data.pop("fingerprint", None)  # a run folder's record of its inputs, not a setting
     apply_overrides(data, overrides or [])
     is_dapt = "objective" in data
     if kind == "tapt" and is_dapt:
@@ -369,10 +625,22 @@ def load_recipe(path: str | os.PathLike, overrides: list[str] | None = None,
         raise RecipeError(format_validation_error(str(path), err)) from None
 
 
-def recipe_to_yaml(recipe: Recipe | DaptRecipe) -> str:
-    """The fully resolved recipe as YAML (what a run records in its folder), secrets
-    redacted in the values, not the text: a bare ``***`` would read as a YAML alias."""
+LABEL_FIELDS = ("tracking.run_name", "tracking.project", "hub.commit_message")
+"""Recipe values that are labels, not data: redacted as free text (token shapes too)."""
+
+
+def recipe_record(recipe: Recipe | DaptRecipe) -> dict[str, Any]:
+    """The fully resolved recipe as a run folder records it: the exact values of known
+    secrets redacted in every value (paths and ids stay as they are otherwise), token-shaped
+    strings too in the :data:`LABEL_FIELDS` (:func:`tapt.redaction.redact_data`)."""
     from tapt.redaction import redact_data
 
-    return yaml.safe_dump(redact_data(recipe.model_dump(mode="json")), sort_keys=False)
+    return redact_data(recipe.model_dump(mode="json"), where="the recipe",
+                       free_text=LABEL_FIELDS)
+
+
+def recipe_to_yaml(recipe: Recipe | DaptRecipe) -> str:
+    """:func:`recipe_record` as YAML, redacted in the values, not the text: a bare ``***``
+    would read as a YAML alias."""
+    return yaml.safe_dump(recipe_record(recipe), sort_keys=False)
 

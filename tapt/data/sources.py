@@ -8,29 +8,52 @@ FormBench on the Hub (``vinven7/FormBench``) has one config per corpus variant, 
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Iterable
 from pathlib import Path
 
 from tapt.data.beir import (
-    ANCHOR,
     SPLITS,
     BeirDataset,
     DataError,
-    check_disjoint_splits,
+    LeakPolicy,
+    build_dataset,
     load_beir_folder,
     parse_corpus,
+    parse_qrels,
     parse_queries,
-    read_qrels,
+    read_judged_ids,
 )
 
 FORMBENCH_REPO = "vinven7/FormBench"
-HUB_ID = re.compile(r"[\w.-]+/[\w.-]+")
 CONFIG_ALIASES = {
     "c0": "formbench-random", "random": "formbench-random",
     "c1": "formbench-structured", "structured": "formbench-structured",
     "sample": "formbench-sample",
 }
+
+
+def hub_id_problem(repo_id: str, *, namespace: bool = True) -> str | None:
+    """Why ``repo_id`` is not an id the Hub takes, or None when it is: the rules of
+    huggingface_hub's ``validate_repo_id`` (ASCII letters, digits, ``-``, ``_`` and ``.``; no
+    ``--`` or ``..``; no part starting or ending with ``-`` or ``.``; at most 96 characters a
+    part; no ``.git`` ending) and, with ``namespace``, exactly one ``/`` (``namespace/name``,
+    as a push or a dataset needs). The one check of Hub ids in tapt: recipes, ``tapt push``,
+    data sources and model cards use it."""
+    from huggingface_hub.errors import HFValidationError
+    from huggingface_hub.utils import validate_repo_id
+
+    if namespace and repo_id.count("/") != 1:
+        return "a Hub id here is namespace/name, with exactly one '/'"
+    try:
+        validate_repo_id(repo_id)
+    except HFValidationError as err:  # its message ends with the id, which callers name
+        return str(err).rsplit(": '", 1)[0].rstrip(".")
+    return None
+
+
+def is_hub_id(text: str, *, namespace: bool = True) -> bool:
+    """Whether ``text`` is a Hub id (:func:`hub_id_problem` finds nothing wrong with it)."""
+    return hub_id_problem(text, namespace=namespace) is None
 
 
 def config_name(config: str | None) -> str | None:
@@ -42,8 +65,8 @@ def config_name(config: str | None) -> str | None:
 
 def load_data(source: str | os.PathLike, config: str | None = None,
               splits: Iterable[str] = SPLITS, *, revision: str | None = None,
-              require_anchor: bool = True, anchor_score: int = ANCHOR,
-              allow_empty: bool = False) -> BeirDataset:
+              require_anchor: bool = True, relevant_from: int | str = "auto",
+              allow_empty: bool = False, leaks: LeakPolicy = "warn") -> BeirDataset:
     """Load ``source``: a local BEIR folder, a local folder holding configs as subfolders,
     or a Hub dataset id (with ``config``). See :func:`load_beir_folder` for the options."""
     config = config_name(config)
@@ -55,22 +78,27 @@ def load_data(source: str | os.PathLike, config: str | None = None,
             raise DataError(path, f"config '{config}' asked for, but there is no subfolder "
                                   f"'{config}' here and the folder is not named so")
         return load_beir_folder(folder, splits, require_anchor=require_anchor,
-                                anchor_score=anchor_score, allow_empty=allow_empty)
-    if path.exists() or not HUB_ID.fullmatch(str(source)) or not config:
+                                relevant_from=relevant_from, allow_empty=allow_empty,
+                                leaks=leaks)
+    if path.exists() or not is_hub_id(str(source)) or not config:
         raise DataError(source, "no such folder (expected a BEIR folder with corpus.jsonl, "
                                 "queries.jsonl and qrels/); a Hub dataset needs a config, e.g. "
                                 "vinven7/FormBench with config structured")
     return load_hub(str(source), config, splits, revision=revision,
-                    require_anchor=require_anchor, anchor_score=anchor_score,
-                    allow_empty=allow_empty)
+                    require_anchor=require_anchor, relevant_from=relevant_from,
+                    allow_empty=allow_empty, leaks=leaks)
 
 
 def load_hub(repo_id: str, config: str | None, splits: Iterable[str] = SPLITS, *,
              revision: str | None = None, require_anchor: bool = True,
-             anchor_score: int = ANCHOR, allow_empty: bool = False) -> BeirDataset:
-    """Load one config of a BEIR dataset on the Hub through ``datasets.load_dataset``."""
+             relevant_from: int | str = "auto", allow_empty: bool = False,
+             leaks: LeakPolicy = "warn") -> BeirDataset:
+    """Load one config of a BEIR dataset on the Hub through ``datasets.load_dataset``.
+
+    The split-leak check reads the other splits' qrels only when they are in the local
+    HF cache (no extra download)."""
     from datasets import load_dataset
-    from huggingface_hub import hf_hub_download
+    from huggingface_hub import hf_hub_download, try_to_load_from_cache
 
     if not config:
         raise DataError(repo_id, "a Hub dataset needs a config, e.g. --config structured "
@@ -87,11 +115,19 @@ def load_hub(repo_id: str, config: str | None, splits: Iterable[str] = SPLITS, *
     corpus = parse_corpus(enumerate(corpus_rows, start=1), f"{label}/corpus.jsonl",
                           allow_empty=allow_empty)
     queries = parse_queries(enumerate(query_rows, start=1), f"{label}/queries.jsonl")
-    qrels = {split: read_qrels(qrel_files[split], corpus, queries,
-                               require_anchor=require_anchor, anchor_score=anchor_score)
-             for split in splits}
-    check_disjoint_splits(qrels, qrel_files)
-    return BeirDataset(corpus=corpus, queries=queries, qrels=qrels, source=label)
+    parsed = {split: parse_qrels(path, corpus, queries) for split, path in qrel_files.items()}
+    others = {}
+    for split in (split for split in SPLITS if split not in qrel_files):
+        try:
+            cached = try_to_load_from_cache(repo_id, f"{config}/qrels/{split}.tsv",
+                                            revision=revision, repo_type="dataset")
+        except (ValueError, OSError):  # e.g. a local mimic's path as repo id
+            cached = None
+        if isinstance(cached, str):
+            others[cached] = read_judged_ids(cached)
+    return build_dataset(corpus, queries, parsed, qrel_files, others, source=label,
+                         require_anchor=require_anchor, relevant_from=relevant_from,
+                         leaks=leaks)
 
 
 def offline_help(repo_id: str, config: str, err: Exception) -> str:

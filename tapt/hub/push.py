@@ -24,7 +24,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tapt.data.sources import HUB_ID
+from tapt.data.sources import hub_id_problem
 from tapt.hub.checks import PushPlan, check_export
 from tapt.hub.errors import PushFailed, PushRefused
 from tapt.hub.tokens import known_tokens
@@ -66,9 +66,10 @@ def hub_endpoint() -> str:
 def check_environment(repo_id: str, dry_run: bool) -> None:
     from huggingface_hub import constants
 
-    if not HUB_ID.fullmatch(repo_id):
+    problem = hub_id_problem(repo_id)
+    if problem:
         raise PushRefused(f"repository id {repo_id!r}: expected ORG/NAME, e.g. "
-                          "my-org/qwen3-formbench")
+                          f"my-org/qwen3-formbench, by the Hub's rules: {problem}")
     if dry_run:
         return
     if getattr(constants, "HF_HUB_OFFLINE", False):

@@ -28,8 +28,6 @@ def common_arguments(recipe, checkpoints: Path, resuming: bool) -> dict[str, Any
     t = recipe.training
     report_to = {"none": "none", "wandb": ["wandb"], "tensorboard": ["tensorboard"]}[
         recipe.tracking.backend]
-    if recipe.tracking.backend == "wandb":
-        os.environ.setdefault("WANDB_PROJECT", recipe.tracking.project)
     return dict(
         output_dir=str(checkpoints),
         num_train_epochs=t.epochs,
@@ -55,8 +53,10 @@ def common_arguments(recipe, checkpoints: Path, resuming: bool) -> dict[str, Any
         **({"gradient_checkpointing": True} if t.gradient_checkpointing else {}),
         dataloader_num_workers=t.dataloader_workers,
         report_to=report_to,
-        # Saved in training_args.bin, trainer_state.json and the model card: no secrets.
+        # Saved in training_args.bin, trainer_state.json and the model card, and given to
+        # W&B (tapt.training.tracking): no secrets. WANDB_PROJECT set wins, as in W&B.
         run_name=redact(recipe.tracking.run_name or Path(recipe.output_dir).name),
+        project=redact(os.environ.get("WANDB_PROJECT") or recipe.tracking.project),
         disable_tqdm=False,
         # Without an accelerator, Accelerate only sets up multi-process (gloo) DDP when told
         # it runs on the CPU; otherwise torchrun's ranks would train unsynchronised.

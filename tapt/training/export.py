@@ -16,8 +16,8 @@ import importlib.resources
 import json
 from pathlib import Path
 
-from tapt.data.sources import HUB_ID
-from tapt.files import atomic_write_text
+from tapt.data.sources import is_hub_id
+from tapt.files import atomic_write_json, atomic_write_text
 from tapt.recipe import Recipe
 from tapt.retrieval.metrics import METRIC_KEYS
 from tapt.training.lora import merge_lora
@@ -63,6 +63,26 @@ def set_card_metadata(model, recipe: Recipe) -> None:
         card.model_id = repo_id
 
 
+def drop_data_samples(card) -> None:
+    """Keep the training data out of sentence-transformers' model card ``card`` (its
+    ``model_card_data``): the first rows of each dataset ("Samples"), the widget and the
+    usage examples it draws from the data. A card is published with the model, and data
+    may hold what must not be (a token pasted into a passage). Call it once the trainer is
+    made (that is when they are set); the usage snippet falls back to generic sentences."""
+    for dataset in [*card.train_datasets, *card.eval_datasets]:
+        for key in ("examples", "examples_table", "_example_columns"):
+            dataset.pop(key, None)
+    card.widget = []
+    card.usage_examples = None
+
+
+def redact_card(card: Path) -> None:
+    """Rewrite the model card ``card`` that sentence-transformers wrote (a checkpoint's, an
+    export's) with its text redacted (:func:`tapt.files.atomic_write_text`); no card: no-op."""
+    if card.is_file():
+        atomic_write_text(card, card.read_text(encoding="utf-8"))
+
+
 def base_model_id(name: str) -> str | None:
     """The Hub id of the model a run on ``name`` (a recipe's ``model.name``) started from,
     through any chain of tapt runs (``tapt_preset.json`` records it), or None when that
@@ -74,7 +94,7 @@ def base_model_id(name: str) -> str | None:
         base = base_model_of(name)
     except (OSError, ValueError):  # an unreadable record: no claim about the base
         return None
-    if base.startswith(PACKAGE_SCHEME) or Path(base).exists() or not HUB_ID.fullmatch(base):
+    if base.startswith(PACKAGE_SCHEME) or Path(base).exists() or not is_hub_id(base):
         return None
     return base
 
@@ -94,7 +114,7 @@ def dataset_id(recipe: Recipe) -> str:
     name when the data is a local folder."""
     files = getattr(recipe.data, "files", None)  # a DAPT recipe may read plain files only
     path = recipe.data.path or (files[0] if files else "")
-    if not Path(path).exists() and HUB_ID.fullmatch(path):
+    if not Path(path).exists() and is_hub_id(path):
         return path
     return Path(path).name or path
 
@@ -223,6 +243,7 @@ def save_model(model, folder: Path, recipe: Recipe) -> Path:
     folder.mkdir(parents=True, exist_ok=False)
     set_card_metadata(model, recipe)
     model.save(str(folder), safe_serialization=True)
+    redact_card(folder / "README.md")  # write_card rewrites it; a crash before must not leak
     if recipe.export.dtype != "float32":
         cast_saved_weights(folder, recipe.export.dtype)
     (folder / "LICENSE").write_text(apache_license_text(), encoding="utf-8")
@@ -261,4 +282,4 @@ def write_card(folder: Path, recipe: Recipe, *, history: list[dict],
     text = card_with_front_matter(text, recipe, summary)
     atomic_write_text(card, text + tapt_card_section(recipe, history, summary, best_step,
                                                      curve))
-    atomic_write_text(folder / "tapt_results.json", json.dumps(summary, indent=2) + "\n")
+    atomic_write_json(folder / "tapt_results.json", summary)

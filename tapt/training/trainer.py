@@ -8,7 +8,10 @@
   the free space is checked before each save;
 - a best checkpoint that cannot be loaded is an error (the stock trainer logs it and goes
   on with the last weights, which would then be exported as "best");
-- LoRA adapters are reloaded from checkpoints (resume and best model).
+- LoRA adapters are reloaded from checkpoints (resume and best model);
+- no secret reaches a checkpoint or W&B: the W&B run is started redacted
+  (:mod:`tapt.training.tracking`), each checkpoint's model card is redacted before the
+  checkpoint is marked complete, and the cards carry no samples of the training data.
 """
 
 from __future__ import annotations
@@ -30,6 +33,17 @@ class GuardedTrainerMixin:
         self.guard = guard or NonFiniteGuard()
         callbacks = [*(kwargs.pop("callbacks", None) or []), self.guard]
         super().__init__(*args, callbacks=callbacks, **kwargs)
+        card = getattr(self.model, "model_card_data", None)
+        if card is not None:  # set from the data while the trainer was made
+            from tapt.training.export import drop_data_samples
+
+            drop_data_samples(card)
+
+    def train(self, *args, **kwargs):
+        from tapt.training.tracking import start_wandb
+
+        start_wandb(self.args, main_process=self.is_world_process_zero())
+        return super().train(*args, **kwargs)
 
     def training_step(self, model, inputs, num_items_in_batch=None):
         query_ids = inputs.pop(QUERY_IDS_KEY, None)
@@ -63,8 +77,11 @@ class GuardedTrainerMixin:
         finally:
             self.args.save_total_limit = limit
         if self.args.should_save:
-            mark_complete(run_dir / f"checkpoint-{self.state.global_step}",
-                          self.state.global_step)
+            from tapt.training.export import redact_card
+
+            checkpoint = run_dir / f"checkpoint-{self.state.global_step}"
+            redact_card(checkpoint / "README.md")  # before the marker records its size
+            mark_complete(checkpoint, self.state.global_step)
             rotate_checkpoints(output_dir=str(run_dir), save_total_limit=limit,
                                best_model_checkpoint=self.state.best_model_checkpoint,
                                use_mtime=True)

@@ -90,11 +90,10 @@ def reliability_case(request, tmp_path):
 def quiet_cli(monkeypatch):
     """CLI messages on one line each (paths are not wrapped); undoes the logging set-up
     ``cli.main`` does."""
-    from rich.console import Console
-
     from tapt import cli
+    from tapt.redaction import RedactingConsole
 
-    monkeypatch.setattr(cli, "console", Console(width=10_000, color_system=None))
+    monkeypatch.setattr(cli, "console", RedactingConsole(width=10_000, color_system=None))
     root, tapt_logger = logging.getLogger(), logging.getLogger("tapt")
     handlers, level, tapt_level = root.handlers[:], root.level, tapt_logger.level
     yield cli
