@@ -16,15 +16,30 @@ an ``api`` block) an API encoder; ``bm25`` the lexical baseline; a local folder 
 tapt export (``tapt_preset.json``, stage ``tapt`` or ``dapt``) a TAPT or DAPT model;
 anything else a base model. ``kinds`` overrides it by system name.
 
+Several files with the same ``NAME=`` label on one corpus are seeds of one system
+(``MNRL=run-s0.json MNRL=run-s1.json``): its cell holds the mean and the sample standard
+deviation (ddof 1) across them, shown as ``mean ± std``.
+
+With ``baseline``, every other system is tested against it on one metric, per corpus, on
+the ``per_query`` values of the result files (:mod:`tapt.analysis.significance`: mean
+difference, 95 % bootstrap interval, paired randomization test, Holm-corrected across
+systems). Systems are paired on the query ids they share; a system with seeds is tested on
+its per-query values averaged over the seeds first (the queries all seeds hold), so the
+test asks whether the system, not one lucky seed, differs from the baseline.
+
 Example::
 
     table = compare_results(["runs/bm25-c1.json", "TAPT=runs/tapt-c1.json"])
     table.rows[0].retention["binary_ndcg@10"]
+    tested = compare_results(["BM25=runs/bm25-c1.json", "TAPT=runs/tapt-s0.json",
+                              "TAPT=runs/tapt-s1.json"], baseline="BM25")
+    tested.tests.results["C1"]["TAPT"].p_holm
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import re
@@ -33,7 +48,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tapt.analysis.plots import finite_number
+from tapt.analysis.significance import (
+    ALPHA,
+    CONFIDENCE,
+    METHOD,
+    N_RESAMPLES,
+    SEED,
+    Versus,
+    against_baseline,
+    mean_std,
+)
 from tapt.retrieval.metrics import METRIC_KEYS
+
+logger = logging.getLogger(__name__)
 
 KINDS = ("bm25", "base", "dapt", "tapt", "hybrid", "api")
 API_PREFIXES = ("openai:", "voyage:")
@@ -47,11 +74,15 @@ PRIMARY = "binary_ndcg@10"
 
 @dataclass
 class Cell:
-    """One system on one corpus."""
+    """One system on one corpus: one result file, or the mean over seeds (``std`` across
+    them, empty for one file); ``per_query`` holds each file's raw ``per_query`` block."""
 
     metrics: dict[str, float]
     latency_ms: float
     source: str
+    std: dict[str, float] = field(default_factory=dict)
+    sources: list[str] = field(default_factory=list)
+    per_query: list[object] = field(default_factory=list)
 
 
 @dataclass
@@ -81,11 +112,46 @@ class SystemRow:
 
 
 @dataclass
+class BaselineTests:
+    """Every system against ``baseline`` on ``metric``: ``results[corpus][system]``."""
+
+    baseline: str
+    metric: str
+    n_resamples: int
+    seed: int
+    results: dict[str, dict[str, Versus]]
+
+    def notes(self) -> list[str]:
+        """What a reader must not miss: nothing tested, or nothing significant."""
+        by_corpus = {c: by for c, by in self.results.items() if by}
+        if not by_corpus:
+            return [f"no other system shares a corpus with {self.baseline}: nothing tested"]
+        if not any(v.significant for by in by_corpus.values() for v in by.values()):
+            return [f"no system differs significantly from {self.baseline} (p (Holm) < {ALPHA})"]
+        return [f"{corpus}: no system differs significantly from {self.baseline}"
+                for corpus, by in by_corpus.items() if not any(v.significant
+                                                               for v in by.values())]
+
+    def to_dict(self) -> dict:
+        return {"name": self.baseline, "metric": self.metric, **METHOD,
+                "confidence": CONFIDENCE, "alpha": ALPHA, "n_resamples": self.n_resamples,
+                "seed": self.seed, "notes": self.notes()}
+
+
+@dataclass
 class Comparison:
     rows: list[SystemRow]
     corpora: list[str]
     metrics: list[str]
     latency: str
+    tests: BaselineTests | None = None
+
+    def notes(self) -> list[str]:
+        """Lines under the table: seeds behind a ``mean ± std`` and the tests' notes."""
+        seeded = [f"{row.name}: {len(cell.sources)} on {corpus}" for row in self.rows
+                  for corpus, cell in row.cells.items() if len(cell.sources) > 1]
+        notes = [f"mean ± std over seeds ({', '.join(seeded)})"] if seeded else []
+        return notes + (self.tests.notes() if self.tests else [])
 
     def points(self, metric: str = PRIMARY) -> list[dict]:
         """Frontier points: ``name``, ``kind``, ``corpus``, ``latency_ms``, ``value``."""
@@ -102,16 +168,35 @@ class Comparison:
                     if p["corpus"] == corpus and finite_number(p["latency_ms"])
                     and finite_number(p["value"])]
             fronts[corpus] = pareto_front(here)
-        return {
+        data = {
             "metrics": self.metrics, "corpora": self.corpora, "latency": self.latency,
             "systems": [{"name": row.name, "kind": row.kind, "model": row.model,
-                         "results": {corpus: {**cell.metrics, "latency_ms": cell.latency_ms,
-                                              "source": cell.source}
+                         "results": {corpus: _cell_dict(cell)
                                      for corpus, cell in row.cells.items()},
-                         "retention_c1_c0": row.retention, "gap_c0_c1": row.gap}
+                         "retention_c1_c0": row.retention, "gap_c0_c1": row.gap,
+                         **self._versus(row.name)}
                         for row in self.rows],
             "pareto_front": {"metric": metric, **fronts},
         }
+        if self.tests is not None:
+            data["baseline"] = self.tests.to_dict()
+        return data
+
+    def _versus(self, name: str) -> dict:
+        """``{"vs_baseline": {corpus: test}}`` for a tested system, else nothing."""
+        if self.tests is None:
+            return {}
+        tested = {corpus: by[name].to_dict() for corpus, by in self.tests.results.items()
+                  if name in by}
+        return {"vs_baseline": tested} if tested else {}
+
+
+def _cell_dict(cell: Cell) -> dict:
+    """A cell in ``to_dict``; seeds add ``seeds``, ``std`` and ``sources``."""
+    data = {**cell.metrics, "latency_ms": cell.latency_ms, "source": cell.source}
+    if len(cell.sources) > 1:
+        data.update(seeds=len(cell.sources), std=cell.std, sources=cell.sources)
+    return data
 
 
 def parse_assignments(values: Iterable[str], option: str) -> dict[str, str]:
@@ -228,17 +313,21 @@ def latency_ms(timings: Mapping, latency: str) -> float:
 
 def compare_results(specs: Sequence[str], *, kinds: Mapping[str, str] | None = None,
                     corpus_labels: Mapping[str, str] | None = None,
-                    metrics: Sequence[str] = METRIC_KEYS, latency: str = "search"
-                    ) -> Comparison:
+                    metrics: Sequence[str] = METRIC_KEYS, latency: str = "search",
+                    baseline: str | None = None, test_metric: str = PRIMARY,
+                    n_resamples: int = N_RESAMPLES, seed: int = SEED) -> Comparison:
     """Read ``specs`` (``path.json`` or ``NAME=path.json``) into one comparison.
 
     Rows keep the order in which systems first appear; a system is named by its ``NAME=``
-    label or else by the model in its ``evaluated`` block. Two files for the same system
-    and corpus are an error.
+    label or else by the model in its ``evaluated`` block. Files sharing a ``NAME=`` label
+    on one corpus are seeds of that system (see the module docstring); two unlabelled
+    results of one model on one corpus, or one file given twice, are an error. With
+    ``baseline`` (a system's name) every other system is tested against it on
+    ``test_metric`` (:func:`baseline_tests`).
     """
     if latency not in LATENCIES:
         raise ValueError(f"latency must be one of {sorted(LATENCIES)}, got {latency!r}")
-    unknown = [m for m in metrics if m not in METRIC_KEYS]
+    unknown = [m for m in [*metrics, test_metric] if m not in METRIC_KEYS]
     if unknown:
         raise ValueError(f"unknown metric(s) {unknown}; choose from {list(METRIC_KEYS)}")
     for name, kind in (kinds or {}).items():
@@ -246,6 +335,7 @@ def compare_results(specs: Sequence[str], *, kinds: Mapping[str, str] | None = N
             raise ValueError(f"--kind {name}={kind}: kind must be one of {', '.join(KINDS)}")
     rows: dict[str, SystemRow] = {}
     corpora: list[str] = []
+    groups: dict[tuple[str, str], list[tuple[Path, dict, bool]]] = {}
     for spec in specs:
         label, value = split_spec(spec)
         path = Path(value)
@@ -254,23 +344,120 @@ def compare_results(specs: Sequence[str], *, kinds: Mapping[str, str] | None = N
         model = str(evaluated.get("model", path.stem))
         name = label or model
         corpus = corpus_label(evaluated, corpus_labels)
-        row = rows.get(name)
-        if row is None:
+        if name not in rows:
             kind = (kinds or {}).get(name) or infer_kind(result)
-            row = rows[name] = SystemRow(name=name, kind=kind, model=model)
-        if corpus in row.cells:
-            raise ValueError(f"two results for {name} on {corpus}: {row.cells[corpus].source} "
-                             f"and {path}; label one with NAME=path.json")
-        row.cells[corpus] = Cell(metrics={k: float(result[k]) for k in metrics},
-                                 latency_ms=latency_ms(result.get("timings", {}), latency),
-                                 source=str(path))
+            rows[name] = SystemRow(name=name, kind=kind, model=model)
+        group = groups.setdefault((name, corpus), [])
+        _check_seed(group, name, corpus, path, labelled=label is not None)
+        group.append((path, result, label is not None))
         if corpus not in corpora:
             corpora.append(corpus)
     if not rows:
         raise ValueError("no result files given")
+    for (name, corpus), group in groups.items():
+        rows[name].cells[corpus] = _cell(group, metrics, latency)
     corpora.sort(key=lambda c: (c not in ("C0", "C1"), c))
-    return Comparison(rows=list(rows.values()), corpora=corpora, metrics=list(metrics),
-                      latency=latency)
+    comparison = Comparison(rows=list(rows.values()), corpora=corpora, metrics=list(metrics),
+                            latency=latency)
+    if baseline is not None:
+        comparison.tests = baseline_tests(comparison, baseline, test_metric,
+                                        n_resamples=n_resamples, seed=seed)
+    return comparison
+
+
+def _check_seed(group: list[tuple[Path, dict, bool]], name: str, corpus: str, path: Path,
+                *, labelled: bool) -> None:
+    """A further result for ``name`` on ``corpus`` is a seed only if every one is labelled
+    and no file comes twice."""
+    if not group:
+        return
+    if any(os.path.realpath(other) == os.path.realpath(path) for other, _, _ in group):
+        raise ValueError(f"two results for {name} on {corpus} are one file, {path}; give "
+                         "each seed's file once")
+    if not labelled or not all(other_labelled for _, _, other_labelled in group):
+        raise ValueError(f"two results for {name} on {corpus}: {group[0][0]} and {path}; "
+                         "label one with NAME=path.json (one NAME on several files makes "
+                         "them seeds of one system)")
+
+
+def _cell(group: list[tuple[Path, dict, bool]], metrics: Sequence[str], latency: str) -> Cell:
+    """One file's cell, or the mean (and std) of a system's seeds."""
+    results = [result for _, result, _ in group]
+    latencies = [latency_ms(result.get("timings", {}), latency) for result in results]
+    stats = {k: mean_std([float(result[k]) for result in results]) for k in metrics}
+    sources = [str(path) for path, _, _ in group]
+    return Cell(metrics={k: mean for k, (mean, _) in stats.items()},
+                latency_ms=sum(latencies) / len(latencies), source=sources[0],
+                std={k: std for k, (_, std) in stats.items()} if len(group) > 1 else {},
+                sources=sources, per_query=[result.get("per_query") for result in results])
+
+
+def per_query_values(block: object, source: str, metric: str) -> dict[str, float]:
+    """``{query id: value}`` of ``metric`` from a result file's ``per_query`` block, checked.
+
+    Queries without the metric are left out (trec_eval gives binary metrics only to
+    queries with a relevant passage)."""
+    if block is None:
+        raise ValueError(f"{source}: no 'per_query' block; --baseline tests per-query values "
+                         "(tapt eval/bm25 --output write them)")
+    if not isinstance(block, dict):
+        problem = f"{source}: field 'per_query': expected an object of query id -> metrics"
+        raise ValueError(problem)  # noqa: TRY004 (a malformed file, not a wrong argument)
+    values = {}
+    for query_id, row in block.items():
+        if not isinstance(row, dict):
+            problem = f"{source}: field 'per_query.{query_id}': expected metric -> value"
+            raise ValueError(problem)  # noqa: TRY004
+        if metric not in row:
+            continue
+        value = row[metric]
+        if isinstance(value, bool) or not isinstance(value, (int, float)) \
+                or not 0 <= value <= 1:  # NaN fails too
+            raise ValueError(f"{source}: field 'per_query.{query_id}.{metric}': expected a "
+                             f"value in [0, 1], got {value!r}")
+        values[query_id] = float(value)
+    if not values:
+        raise ValueError(f"{source}: no query has a per-query '{metric}' value")
+    return values
+
+
+def seed_average(cell: Cell, metric: str, name: str, corpus: str) -> dict[str, float]:
+    """Per-query ``metric`` of a cell, averaged over its seeds on the queries all hold
+    (a warning with the counts when their query sets differ)."""
+    runs = [per_query_values(block, source, metric)
+            for block, source in zip(cell.per_query, cell.sources, strict=True)]
+    if len(runs) == 1:
+        return runs[0]
+    shared = set(runs[0]).intersection(*runs[1:])
+    if not shared:
+        raise ValueError(f"the seeds of {name} on {corpus} share no query with a '{metric}' "
+                         f"value: {', '.join(cell.sources)}")
+    if any(len(run) != len(shared) for run in runs):
+        logger.warning("%s on %s: its seeds hold %s queries, %d shared; the paired test "
+                       "averages over the shared ones", name, corpus,
+                       "/".join(str(len(run)) for run in runs), len(shared))
+    return {q: sum(run[q] for run in runs) / len(runs) for q in sorted(shared)}
+
+
+def baseline_tests(comparison: Comparison, baseline: str, metric: str = PRIMARY, *,
+                 n_resamples: int = N_RESAMPLES, seed: int = SEED) -> BaselineTests:
+    """Every system against ``baseline`` on each corpus the baseline has (per-query values
+    of ``metric``; Holm across the systems of a corpus). ``baseline`` must be a system."""
+    names = [row.name for row in comparison.rows]
+    if baseline not in names:
+        raise ValueError(f"--baseline {baseline}: not a system of this comparison; the "
+                         f"systems are {', '.join(names)}")
+    results: dict[str, dict[str, Versus]] = {}
+    for corpus in comparison.corpora:
+        here = {row.name: row.cells[corpus] for row in comparison.rows if corpus in row.cells}
+        if baseline not in here:
+            continue
+        values = {name: seed_average(cell, metric, name, corpus) for name, cell in here.items()}
+        sources = {name: ", ".join(cell.sources) for name, cell in here.items()}
+        results[corpus] = against_baseline(values, baseline, sources=sources, corpus=corpus,
+                                           n_resamples=n_resamples, seed=seed)
+    return BaselineTests(baseline=baseline, metric=metric, n_resamples=n_resamples, seed=seed,
+                         results=results)
 
 
 SHORT = {"binary_ndcg@10": "bin nDCG@10", "graded_ndcg@10": "grd nDCG@10",
@@ -279,11 +466,12 @@ SHORT = {"binary_ndcg@10": "bin nDCG@10", "graded_ndcg@10": "grd nDCG@10",
 
 def comparison_table(comparison: Comparison, metric: str = PRIMARY,
                      title: str = "Systems x corpora"):
-    """A rich table: system, kind, each corpus's metrics, C1/C0 retention of ``metric`` and
-    the latency on C1 (or the first corpus)."""
+    """A rich table: system, kind, each corpus's metrics, C1/C0 retention of ``metric``,
+    the tests against the baseline (if any) and the latency on C1 (or the first corpus);
+    :meth:`Comparison.notes` as its caption."""
     from rich.table import Table
 
-    table = Table(title=title)
+    table = Table(title=title, caption="\n".join(comparison.notes()) or None)
     table.add_column("system")
     table.add_column("kind")
     for corpus in comparison.corpora:
@@ -292,6 +480,8 @@ def comparison_table(comparison: Comparison, metric: str = PRIMARY,
     with_retention = any(row.retention for row in comparison.rows)
     if with_retention:
         table.add_column(f"C1/C0 {SHORT.get(metric, metric)}", justify="right")
+    for header in _test_header(comparison):
+        table.add_column(header, justify="right")
     latency_corpus = "C1" if "C1" in comparison.corpora else comparison.corpora[0]
     table.add_column(f"{latency_corpus} ms/query ({comparison.latency})", justify="right")
     for row in comparison.rows:
@@ -304,15 +494,41 @@ def comparison_table(comparison: Comparison, metric: str = PRIMARY,
 
 def _metric_cells(row: SystemRow, comparison: Comparison, metric: str,
                   with_retention: bool) -> list[str]:
-    """Name, kind, each corpus's metrics and (if asked) the C1/C0 retention, as text."""
+    """Name, kind, each corpus's metrics (``mean ± std`` over seeds), the C1/C0 retention
+    (if asked) and the tests against the baseline (if any), as text."""
     cells = [row.name, row.kind]
     for corpus in comparison.corpora:
         cell = row.cells.get(corpus)
-        cells += [f"{cell.metrics[k]:.4f}" if cell else "-" for k in comparison.metrics]
+        cells += [_value(cell, k) if cell else "-" for k in comparison.metrics]
     if with_retention:
         value = row.retention.get(metric)
         cells.append(f"{value:.1%}" if value is not None and finite_number(value) else "-")
+    if comparison.tests is not None:
+        for by in comparison.tests.results.values():
+            versus = by.get(row.name)
+            if versus is None:
+                cells += ["-", "-", "-"]
+                continue
+            t = versus.test
+            cells += [f"{t.delta:+.4f}", f"[{t.ci_low:+.4f}, {t.ci_high:+.4f}]",
+                      f"{versus.p_holm:.4f}"]
     return cells
+
+
+def _value(cell: Cell, key: str) -> str:
+    mean = f"{cell.metrics[key]:.4f}"
+    return f"{mean} ± {cell.std[key]:.4f}" if key in cell.std else mean
+
+
+def _test_header(comparison: Comparison) -> list[str]:
+    """Per tested corpus: the difference from the baseline, its CI and the Holm p."""
+    tests = comparison.tests
+    if tests is None:
+        return []
+    short = SHORT.get(tests.metric, tests.metric)
+    return [header for corpus in tests.results
+            for header in (f"{corpus} Δ {short} vs {tests.baseline}",
+                           f"{corpus} {CONFIDENCE:.0%} CI", f"{corpus} p (Holm)")]
 
 
 def markdown_table(comparison: Comparison, metric: str = PRIMARY) -> str:
@@ -322,11 +538,13 @@ def markdown_table(comparison: Comparison, metric: str = PRIMARY) -> str:
     with_retention = any(row.retention for row in comparison.rows)
     if with_retention:
         header.append(f"C1/C0 {SHORT.get(metric, metric)}")
+    header += _test_header(comparison)
     lines = ["| " + " | ".join(header) + " |", "|---|---|" + "---:|" * (len(header) - 2)]
     for row in comparison.rows:
         cells = _metric_cells(row, comparison, metric, with_retention)
         lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
+    notes = comparison.notes()
+    return "\n".join(lines) + "\n" + "".join(f"\n{note}\n" for note in notes)
 
 
 def frontier_figure(comparison: Comparison, metric: str = PRIMARY):

@@ -165,3 +165,19 @@ def test_cli_writes_json_plot_and_markdown(results, tmp_path, capsys):
     assert f"{c1['binary_ndcg@10']:.4f}" in table
     assert main(["compare", str(tmp_path / "missing.json")]) == 2
     assert main(["compare", str(output)]) == 2  # not a result file
+
+
+def test_baseline_tests_run_on_the_per_query_values_tapt_writes(results):
+    specs = [f"{name}={results[f'{name}-{c}']}" for name in ("bm25", "tiny", "hybrid")
+             for c in ("c0", "c1")]
+    comparison = compare_results(specs, baseline="bm25")
+    assert set(comparison.tests.results) == {"C0", "C1"}
+    for corpus in ("C0", "C1"):
+        by = comparison.tests.results[corpus]
+        assert set(by) == {"tiny", "hybrid"}
+        per_query = read(results[f"tiny-{corpus.lower()}"])["per_query"]
+        assert by["tiny"].test.queries == sum("binary_ndcg@10" in v for v in per_query.values())
+        tiny = comparison.rows[1].cells[corpus].metrics["binary_ndcg@10"]
+        bm25 = comparison.rows[0].cells[corpus].metrics["binary_ndcg@10"]
+        assert by["tiny"].test.delta == pytest.approx(tiny - bm25)
+        assert by["tiny"].test.ci_low <= by["tiny"].test.delta <= by["tiny"].test.ci_high
