@@ -193,6 +193,7 @@ def build_parser() -> argparse.ArgumentParser:
                            "export's tapt_preset.json records)")
     push.add_argument("--dry-run", action="store_true",
                       help="check, list the files and print the card; no network call")
+    _add_merge_parser(commands)
 
     mine = commands.add_parser("mine", help="mine hard negatives from the corpus with BM25 "
                                             "or a model (a teacher), for data.mined_negatives")
@@ -481,6 +482,105 @@ def cmd_push(args: argparse.Namespace) -> int:
     console.out(result.plan.card, highlight=False)
     console.rule()
     console.print("dry run: nothing was uploaded", highlight=False)
+    return 0
+
+
+def _add_merge_parser(commands) -> None:
+    from tapt.retrieval.metrics import METRIC_KEYS
+
+    merge = commands.add_parser(
+        "merge", help="average the weights of models of one architecture into a new export "
+                      "(e.g. a fine-tuned model with its base, against forgetting)")
+    merge.add_argument("models", nargs="+", metavar="MODEL",
+                       help="two or more: Hub id, folder (e.g. runs/x/final) or "
+                            "package:NAME/sub/path; tokenizer, pooling and prompts are the "
+                            "first one's")
+    merge.add_argument("--output", type=Path, required=True,
+                       help="folder of the merged model (must not exist)")
+    merge.add_argument("--weights", type=fraction, nargs="+", default=None, metavar="W",
+                       help="one weight per model, in order, summing to 1 (default: equal)")
+    merge.add_argument("--overwrite", action="store_true",
+                       help="replace --output when it is a tapt export")
+    merge.add_argument("--family", default="auto", help=_family_help())
+    merge.add_argument("--trust-remote-code", action="store_true",
+                       help="allow the models' own code from the Hub (off by default)")
+    merge.add_argument("--export-dtype", choices=("float32", "bfloat16", "float16"),
+                       default="float32", help="dtype of the saved weights (default float32)")
+    pick = merge.add_argument_group(
+        "picking the weight on dev (two models: put the fine-tuned one first)")
+    pick.add_argument("--pick-on-dev", default=None, metavar="DATA",
+                      help="BEIR folder or Hub dataset id: evaluate each --grid weight on its "
+                           "dev split as tapt eval does and keep the best")
+    pick.add_argument("--grid", type=fraction, nargs="+", default=None, metavar="W",
+                      help="weights of the first model to try (the second gets 1 - W; "
+                           "default: 0 0.25 0.5 0.75 1)")
+    pick.add_argument("--metric", choices=METRIC_KEYS, default="binary_ndcg@10",
+                      help="dev metric that picks (ties: the larger weight on the first model)")
+    pick.add_argument("--config", default=None, help="Hub config or subfolder")
+    pick.add_argument("--revision", default=None, help="Hub dataset revision")
+    pick.add_argument("--lenient", action="store_true",
+                      help="accept empty passages and queries without a relevant passage")
+    _add_relevance_arg(pick)
+    pick.add_argument("--no-title", action="store_true", help="encode passages without title")
+    group = pick.add_mutually_exclusive_group()
+    group.add_argument("--distractors", type=non_negative_int, default=None,
+                       help="dev sub-corpus: every judged passage plus N distractors")
+    group.add_argument("--fraction", type=fraction, default=None,
+                       help="dev sub-corpus: judged passages plus this fraction of distractors")
+    pick.add_argument("--seed", type=seed, default=0, help="seed of the sub-corpus sample")
+    pick.add_argument("--batch-size", type=positive_int, default=32)
+    pick.add_argument("--max-tokens-per-batch", type=positive_int, default=None)
+    pick.add_argument("--dtype", choices=DTYPE_NAMES, default="auto",
+                      help="encoding precision (auto: bfloat16 on a CUDA GPU, else float32)")
+    pick.add_argument("--device", default=None)
+    pick.add_argument("--quiet", action="store_true", help="no progress bars")
+
+
+def cmd_merge(args: argparse.Namespace) -> int:
+    from rich.table import Table
+
+    from tapt.retrieval.metrics import METRIC_KEYS
+    from tapt.training.merge import DEFAULT_GRID, DevSettings, MergeError, check_request, merge
+    from tapt.training.merge_export import check_merge_output
+
+    if args.grid is not None and args.pick_on_dev is None:
+        raise MergeError("--grid needs --pick-on-dev")
+    grid = (args.grid or list(DEFAULT_GRID)) if args.pick_on_dev else None
+    check_request(len(args.models), args.weights, grid)
+    check_merge_output(args.output, args.models, overwrite=args.overwrite)
+    check_folder("--output", args.output.parent, shown=args.output)
+    dev = None
+    if args.pick_on_dev:
+        from tapt.data.sources import load_data
+        from tapt.data.subcorpus import subcorpus_ids
+
+        dataset = load_data(args.pick_on_dev, args.config, ["dev"], revision=args.revision,
+                            require_anchor=not args.lenient, allow_empty=args.lenient,
+                            relevant_from=args.relevant_from)
+        dev = DevSettings(dataset, grid=grid, metric=args.metric,
+                          corpus_ids=subcorpus_ids(dataset, "dev", distractors=args.distractors,
+                                                   fraction=args.fraction, seed=args.seed),
+                          with_title=not args.no_title, batch_size=args.batch_size,
+                          max_tokens_per_batch=args.max_tokens_per_batch, dtype=args.dtype,
+                          device=args.device, progress=not args.quiet)
+    result = merge(args.models, args.output, weights=args.weights, dev=dev, family=args.family,
+                   trust_remote_code=args.trust_remote_code, overwrite=args.overwrite,
+                   export_dtype=args.export_dtype)
+    if result.selection is not None:
+        selection = result.selection
+        table = Table(title=f"dev metrics by weight of {args.models[0]} ({args.models[1]} gets "
+                            f"1 - w); picked on {selection.metric}")
+        table.add_column("weight", justify="right")
+        for key in METRIC_KEYS:
+            table.add_column(key, justify="right")
+        table.add_column("")
+        for point in selection.points:
+            table.add_row(f"{point.weight:g}", *(f"{point.metrics[k]:.4f}" for k in METRIC_KEYS),
+                          "picked" if point.weight == selection.picked else "")
+        console.print(table)
+    shown = ", ".join(f"{weight:g}" for weight in result.weights)
+    console.print(f"merged model (weights {shown}) written to {result.output}", highlight=False,
+                  soft_wrap=True)
     return 0
 
 
@@ -842,7 +942,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 COMMANDS = {"data": cmd_data, "eval": cmd_eval, "bm25": cmd_bm25, "train": cmd_train,
             "dapt": cmd_dapt, "mine": cmd_mine,
-            "push": cmd_push, "validate": cmd_validate,
+            "push": cmd_push, "merge": cmd_merge, "validate": cmd_validate,
             "compare": cmd_compare, "ablate": cmd_ablate, "analyze": cmd_analyze,
             "probe": cmd_probe, "report": cmd_report}
 

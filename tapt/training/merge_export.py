@@ -1,0 +1,183 @@
+"""Write a merged model (:mod:`tapt.training.merge`) as a tapt export.
+
+The folder is what ``tapt train`` exports, so ``SentenceTransformer(folder)``, ``tapt
+eval``, ``tapt push`` and ``tapt train`` (``model.name: folder``) take it: safetensors
+weights, tokenizer and prompts (the first model's), ``LICENSE`` (Apache-2.0),
+``tapt_preset.json`` (``stage: merge``, the sources and weights), ``merge.json`` (sources,
+weights, formula, the dev grid when one was evaluated) and a model card naming the sources
+and weights. Sources are named as :func:`tapt.encoders.preset_record.portable_model_name`
+records them (a local folder by its name, a Hub cache snapshot as its Hub id and commit),
+so a published card carries no path of this machine.
+
+The export is written into a staging folder and renamed into place when whole
+(:mod:`tapt.files`); with ``overwrite`` an existing tapt export is replaced only then.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+
+from tapt.encoders.preset_record import RECORD_FILE, portable_model_name
+from tapt.retrieval.metrics import METRIC_KEYS
+from tapt.training.merge import DevSelection, MergeError
+
+MERGE_FILE = "merge.json"
+FORMULA = "merged[key] = sum_i weights[i] * tensor_i[key] (float64 accumulation, in the " \
+          "models' order, stored in the sources' dtype); integer/bool tensors copied"
+
+
+def is_tapt_export(folder: Path) -> bool:
+    """A folder tapt exported: a SentenceTransformer folder with ``tapt_preset.json``."""
+    return (folder / RECORD_FILE).is_file() and (folder / "modules.json").is_file()
+
+
+def check_merge_output(output: Path, sources: Sequence[str], *, overwrite: bool) -> None:
+    """Refuse, before anything loads, an ``--output`` that exists (unless ``overwrite``,
+    and then only a tapt export) or that is a source or holds one. Whether it can be
+    written is the command line's check (with its other options)."""
+    output = Path(output)
+    if output.exists() or output.is_symlink():
+        if not output.is_dir():
+            raise NotADirectoryError(f"--output {output}: exists and is not a folder")
+        if not overwrite:
+            raise FileExistsError(f"--output {output}: exists; pass --overwrite to replace "
+                                  "it (only a tapt export is replaced)")
+        if not is_tapt_export(output):
+            raise MergeError(f"--output {output}: not a tapt export (no {RECORD_FILE} and "
+                             "modules.json), so --overwrite does not replace it; choose "
+                             "another folder")
+    target = Path(os.path.abspath(output))
+    for source in sources:
+        path = Path(source)
+        if not path.exists():
+            continue
+        source_path = Path(os.path.abspath(path))
+        if target == source_path or target in source_path.parents:
+            raise MergeError(f"--output {output}: is (or holds) the source model {source}; "
+                             "write the merge to another folder")
+
+
+def source_records(specs: Sequence, weights: Sequence[float]) -> list[dict]:
+    """One ``{model, revision, weight}`` per source, the model named portably."""
+    records = []
+    for spec, weight in zip(specs, weights):
+        name, revision = portable_model_name(spec.name_or_path, spec.revision)
+        records.append({"model": name, "revision": revision, "weight": weight})
+    return records
+
+
+def base_models(specs: Sequence) -> list[str]:
+    """The Hub ids the sources' tapt chains started from (none for local models)."""
+    from tapt.training.export import base_model_id
+
+    return list(dict.fromkeys(base for spec in specs
+                              if (base := base_model_id(spec.name_or_path)) is not None))
+
+
+def merge_card(records: list[dict], selection: DevSelection | None,
+               base: list[str]) -> str:
+    """The model card: front matter (license, library, base models, a ``model-index`` with
+    the picked weight's dev metrics) and the sources, weights and dev grid."""
+    from huggingface_hub import EvalResult, ModelCardData
+
+    from tapt.training.export import HOW_TO_LOAD, LICENSE_ID, METRIC_NAMES
+
+    names = [record["model"] for record in records]
+    title = "tapt merge of " + ", ".join(names)
+    results = None
+    if selection is not None:
+        picked = next(p for p in selection.points if p.weight == selection.picked)
+        data = selection.info.get("data") or "dev data"
+        results = [EvalResult(task_type="information-retrieval",
+                              task_name="Information Retrieval", dataset_type=data,
+                              dataset_name=f"{data} {selection.info.get('split', 'dev')}",
+                              dataset_split=selection.info.get("split", "dev"),
+                              metric_type=key, metric_name=METRIC_NAMES.get(key, key),
+                              metric_value=picked.metrics[key]) for key in METRIC_KEYS]
+    card = ModelCardData(license=LICENSE_ID, library_name="sentence-transformers",
+                         pipeline_tag="sentence-similarity", model_name=title,
+                         tags=["sentence-transformers", "sentence-similarity", "tapt",
+                               "merge"], base_model=base or None, eval_results=results)
+    if len(base) > 1:
+        card.base_model_relation = "merge"
+    intro = ("A weighted average of models of the same architecture, made with `tapt merge`: "
+             "every floating-point tensor is the weighted sum of the sources' tensors "
+             "(accumulated in float64), integer and boolean tensors are copied. Tokenizer, "
+             "pooling, prompts and maximum length are the first model's.")
+    lines = ["---", card.to_yaml(), "---", "", f"# {title}", "", intro, "",
+             "| model | revision | weight |", "|---|---|---:|"]
+    lines += [f"| `{r['model']}` | {r['revision'] or '-'} | {r['weight']:g} |"
+              for r in records]
+    if selection is not None:
+        info = selection.info
+        how = (f"Each weight of `{names[0]}` (the other model gets 1 - w) was evaluated on "
+               f"`{info.get('data')}` {info.get('split', 'dev')} "
+               f"({info.get('corpus_size', '?')} passages, {info.get('num_queries', '?')} "
+               f"queries); the best `{selection.metric}` was kept (ties: the larger weight "
+               "on the first model).")
+        lines += ["", "### Weights picked on dev", "", how, "",
+                  f"| weight of `{names[0]}` | " + " | ".join(METRIC_KEYS) + " | |",
+                  "|---:|" + "---:|" * len(METRIC_KEYS) + "---|"]
+        lines += [f"| {p.weight:g} | " + " | ".join(f"{p.metrics[k]:.4f}" for k in METRIC_KEYS)
+                  + (" | picked |" if p.weight == selection.picked else " | |")
+                  for p in selection.points]
+    lines += ["", HOW_TO_LOAD]
+    return "\n".join(lines)
+
+
+def export_merge(model, output: Path, *, spec, sources: Sequence, weights: Sequence[float],
+                 selection: DevSelection | None = None, overwrite: bool = False,
+                 dtype: str = "float32") -> Path:
+    """Write the merged ``model`` (loaded from ``spec``'s architecture, the first source)
+    to ``output``, staged and renamed into place; returns ``output``."""
+    from tapt.encoders.preset_record import write_preset_record
+    from tapt.files import (
+        atomic_write_json,
+        atomic_write_text,
+        ensure_free_space,
+        parameter_bytes,
+        staging_folder,
+    )
+    from tapt.training.export import apache_license_text, cast_saved_weights
+
+    output = Path(output)
+    ensure_free_space(output.parent, parameter_bytes(model, 4 if dtype == "float32" else 2),
+                      "the merged model")
+    records = source_records(sources, weights)
+    staging = staging_folder(output)
+    staging.mkdir(parents=True)
+    model.save(str(staging), create_model_card=False, safe_serialization=True)
+    if dtype != "float32":
+        cast_saved_weights(staging, dtype)
+    (staging / "LICENSE").write_text(apache_license_text(), encoding="utf-8")
+    write_preset_record(staging, model, spec, stage="merge", sources=records,
+                        weights=list(weights))
+    atomic_write_json(staging / MERGE_FILE, {
+        "sources": records, "weights": list(weights), "formula": FORMULA, "dtype": dtype,
+        "pick_on_dev": selection.to_dict() if selection is not None else None})
+    atomic_write_text(staging / "README.md", merge_card(records, selection,
+                                                        base_models(sources)))
+    return replace_folder(staging, output, overwrite=overwrite)
+
+
+def replace_folder(staging: Path, output: Path, *, overwrite: bool) -> Path:
+    """Publish ``staging`` as ``output``; an existing tapt export there (``overwrite``) is
+    moved aside first and removed once the new one is in place (restored on failure)."""
+    from tapt.files import publish
+
+    if not (overwrite and output.exists()):
+        return publish(staging, output)
+    if not is_tapt_export(output):  # checked before loading; the folder may have changed
+        raise MergeError(f"--output {output}: not a tapt export; the merge stays in {staging}")
+    aside = output.with_name(f"{output.name}.old-{os.getpid()}")
+    output.replace(aside)
+    try:
+        publish(staging, output)
+    except BaseException:
+        aside.replace(output)
+        raise
+    shutil.rmtree(aside)
+    return output
