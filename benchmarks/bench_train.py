@@ -1,7 +1,7 @@
 """Training throughput and memory of ``tapt train``: triplets/s, tokens/s, peak memory.
 
 Each configuration (sequence length x gradient checkpointing x batch size) runs tapt's own
-training (:func:`tapt.training.tapt.train`) for ``--warmup + --steps`` optimizer steps in
+training (:func:`tapt.training.contrastive.train`) for ``--warmup + --steps`` optimizer steps in
 this process. Only the steps after the warm-up are timed, from the start to the end of each
 optimizer step (the device synchronised at both ends), so evaluation, checkpointing and
 export are excluded. Tokens are the real (non-padding) tokens the loss saw. A configuration
@@ -113,7 +113,7 @@ def non_embedding_parameters(model_path: str) -> int:
 def run_one(args, seq: int, batch: int, checkpointing: bool, workdir: Path) -> dict:
     import torch
 
-    from tapt.training.tapt import train
+    from tapt.training.contrastive import train
 
     row = {"seq": seq, "batch": batch, "checkpointing": checkpointing}
     counts: list[int] = []

@@ -80,7 +80,7 @@ def zero_shot(args) -> dict:
     from tapt.recipe import load_recipe
     from tapt.retrieval.dense import DenseRetriever
     from tapt.retrieval.evaluate import evaluate
-    from tapt.training.tapt import model_spec
+    from tapt.training.run import model_spec
 
     cached = args.out / "zero-shot.json"
     if cached.is_file():

@@ -4,7 +4,7 @@ the raw loss and gradient norm step by step.
 
 Arms (``--arms``, comma-separated; ``--arm NAME:key=value,...`` adds custom ones):
 
-- ``tapt``: tapt's own path, ``tapt.training.tapt.train(load_recipe(RECIPE, overrides))``.
+- ``tapt``: tapt's own path, ``tapt.training.contrastive.train(load_recipe(RECIPE, overrides))``.
 - ``plain-st``: a plain sentence-transformers ``SentenceTransformerTrainer`` with
   ``MultipleNegativesRankingLoss(scale)`` on the same (query, positive, negative) rows
   (``tapt.data.triplets.build_rows``), the same query prompt Qwen3 gets in tapt, and the same
@@ -73,7 +73,7 @@ class Arm:
 
     name: str
     runner: str = "st"
-    """``tapt`` (tapt.training.tapt.train) or ``st`` (plain SentenceTransformerTrainer)."""
+    """``tapt`` (tapt.training.contrastive.train) or ``st`` (plain SentenceTransformerTrainer)."""
     model: str = "random"
     """``random`` (the random Qwen3 folder) or ``pretrained`` (all-MiniLM-L6-v2)."""
     learning_rate: float | None = None
@@ -377,7 +377,7 @@ def model_path(settings: Settings, arm: Arm) -> str:
 def run_tapt(settings: Settings, arm: Arm, recorder: Recorder, out_dir: Path) -> None:
     """tapt's own training path, with the recipe overridden to this arm."""
     from tapt.recipe import load_recipe
-    from tapt.training.tapt import train
+    from tapt.training.contrastive import train
 
     hp = settings.resolved(arm)
     if hp["scale"] != settings.scale or hp["max_grad_norm"] != 1.0:

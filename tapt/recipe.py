@@ -35,6 +35,11 @@ from pydantic import (
 )
 
 from tapt.bounds import SEED_MAX
+from tapt.data.relevance import parse_relevant_from
+from tapt.families import registered_families
+from tapt.ids import hub_id_problem
+from tapt.recipe_keys import SchemaRow, closest_key, schema_rows
+from tapt.redaction import redact_data
 
 Seed = Annotated[int, Field(ge=0, le=SEED_MAX)]
 """A seed numpy takes (``numpy.random.seed``: a whole number in [0, 2**32 - 1])."""
@@ -85,7 +90,8 @@ class Section(BaseModel):
     is never a number (``true`` is not 1), and text is never empty (except the fields in
     ``may_be_empty``, where an empty string means something)."""
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False,
+                              use_attribute_docstrings=True)  # docstrings: `tapt recipe schema`
     may_be_empty: ClassVar[frozenset[str]] = frozenset()
 
     @field_validator("*", mode="before")
@@ -109,9 +115,13 @@ class LoraSettings(Section):
     """LoRA adapters through peft; merged into the base weights at export."""
 
     enabled: bool = False
+    """Train LoRA adapters instead of every weight."""
     r: int = Field(16, gt=0)
+    """LoRA rank."""
     alpha: int = Field(32, gt=0)
+    """LoRA scaling numerator (the update is scaled by alpha / r)."""
     dropout: float = Field(0.05, ge=0.0, lt=1.0)
+    """Dropout on the LoRA adapters' input."""
     target_modules: list[str] | str | None = None
     """None lets peft pick the model type's defaults."""
 
@@ -136,11 +146,17 @@ class ModelSettings(Section):
     family: str = "auto"
     """A registered family (``tapt.encoders.presets.registered_families``) or ``auto``."""
     max_seq_length: int | None = Field(None, gt=0)
+    """Tokens per text when encoding and training (default: the family's or the model's)."""
     pooling: Literal["cls", "mean", "max", "lasttoken", "weightedmean"] | None = None
+    """Pooling over token embeddings (default: the family's, else the model's own)."""
     query_prompt: str | None = None
+    """Text put before every query (default: the family's; empty for none)."""
     document_prompt: str | None = None
+    """Text put before every passage (default: the family's; empty for none)."""
     trust_remote_code: bool = False
+    """Run the model repository's own Python code (GTE, Nomic need it)."""
     revision: str | None = None
+    """Hub model revision: branch, tag or commit (None: the default branch)."""
     lora: LoraSettings = LoraSettings()
 
     @field_validator("name")
@@ -162,8 +178,6 @@ class ModelSettings(Section):
     @field_validator("family")
     @classmethod
     def _check_family(cls, family: str) -> str:
-        from tapt.encoders.presets import registered_families
-
         names = registered_families()
         if family != "auto" and family not in names:
             raise ValueError(f"unknown model family; choose one of {names} or auto (a family "
@@ -219,9 +233,13 @@ class DataSettings(Section):
     config: str | None = None
     """Hub config or subfolder: structured (C1), random (C0), sample."""
     revision: str | None = None
+    """Hub dataset revision: branch, tag or commit (None: the default branch)."""
     train_split: str = "train"
+    """Split whose queries train the model."""
     dev_split: str = "dev"
+    """Split evaluated at every eval step (the best checkpoint is chosen on it)."""
     test_split: str = "test"
+    """Split of ``tapt train --test`` (full corpus, after training)."""
     soft_negative: bool = False
     """Add the soft negative (grade 1) as a second explicit negative column."""
     mined_negatives: str | None = None
@@ -229,10 +247,14 @@ class DataSettings(Section):
     negatives_per_query: int = Field(0, ge=0)
     """Mined negatives per row (after the graded ones); needs ``mined_negatives``."""
     missing_hard_negative: Literal["drop", "pair"] = "drop"
+    """A query without a hard negative: ``drop`` it, or train it as a (query, anchor)
+    ``pair``."""
     with_title: bool = True
+    """Encode passages as title + text (else the text only)."""
     dev_distractors: int | None = Field(20000, ge=0)
     """Dev sub-corpus: every judged dev passage plus this many distractors (None: all)."""
     dev_seed: Seed = 0
+    """Seed of the dev sub-corpus's distractor sample."""
     lenient: bool = False
     """Accept empty passages and queries without an anchor (non-FormBench BEIR sets)."""
     relevant_from: Literal["auto"] | int = "auto"
@@ -243,8 +265,6 @@ class DataSettings(Section):
     @field_validator("relevant_from", mode="before")  # before coercion: True, 2.5
     @classmethod
     def _check_relevant_from(cls, value: Any) -> Any:
-        from tapt.data.relevance import parse_relevant_from
-
         parse_relevant_from(value)  # as a field validator, so that the error names the key
         return value
 
@@ -261,12 +281,16 @@ class DataSettings(Section):
 
 class LossSettings(Section):
     name: Literal["mnrl", "matryoshka", "cached_mnrl"] = "mnrl"
+    """``mnrl`` (in-batch negatives), ``matryoshka`` (MNRL at several widths) or
+    ``cached_mnrl`` (gradient cache: large batches in little memory)."""
     scale: float = Field(20.0, gt=0)
     """MNRL logit scale (inverse temperature; 20 = temperature 0.05)."""
     gather_across_devices: bool = True
     """Use every rank's batch as in-batch negatives under DDP."""
     matryoshka_dims: list[int] = [768, 512, 256, 128, 64]
+    """Matryoshka embedding widths, each at most the model's."""
     matryoshka_weights: list[float] | None = None
+    """One loss weight per width in ``matryoshka_dims`` (None: all 1)."""
     mini_batch_size: int = Field(32, gt=0)
     """CachedMNRL's gradient-cache chunk size."""
 
@@ -301,25 +325,38 @@ class LossSettings(Section):
 
 class TrainingSettings(Section):
     epochs: float = Field(5, gt=0)
+    """Passes over the training rows (fractions allowed); ``max_steps`` overrides it."""
     max_steps: int = -1
     """-1: train for ``epochs``; a positive number of steps overrides them."""
     learning_rate: float = Field(2e-5, gt=0)
+    """Peak learning rate (AdamW)."""
     scheduler: Literal["linear", "cosine", "constant", "constant_with_warmup",
                        "cosine_with_restarts", "polynomial"] = "linear"
+    """Learning-rate schedule after warmup (transformers' names)."""
     warmup_ratio: float = Field(0.1, ge=0, lt=1)
+    """Fraction of the steps spent warming the learning rate up from 0."""
     weight_decay: float = Field(0.0, ge=0)
+    """AdamW weight decay."""
     per_device_batch_size: int = Field(32, gt=0)
+    """Rows per batch on each device (MNRL's in-batch negatives)."""
     gradient_accumulation_steps: int = Field(1, gt=0)
+    """Batches whose gradients are summed before each update."""
     bf16: bool = True
+    """bfloat16 mixed precision (autocast; the master weights stay float32)."""
     seed: Seed = 42
+    """Seed of model initialisation, data order and sampling."""
     eval_steps: int = Field(100, gt=0)
+    """Evaluate on the dev split every this many optimizer steps."""
     save_steps: int | None = Field(None, gt=0)
     """Defaults to eval_steps (best-checkpoint selection needs a save at every eval)."""
     save_total_limit: int = Field(2, ge=1)
     """Checkpoints kept; the best one is never deleted, so 2 keeps best + last."""
     logging_steps: int = Field(10, gt=0)
+    """Log the training loss every this many steps."""
     gradient_checkpointing: bool = False
+    """Recompute activations in the backward pass: less memory, slower."""
     dataloader_workers: int = Field(0, ge=0)
+    """Data loader worker processes (0: load in the main process)."""
     on_nonfinite: Literal["stop", "skip"] = "stop"
     """A NaN/inf loss or gradient: ``stop`` the run before that update (no ``final/``), or
     ``skip`` the update and go on (counted in the logs and results)."""
@@ -337,8 +374,11 @@ class TrainingSettings(Section):
 class EvalSettings(Section):
     metric: Literal["binary_ndcg@10", "graded_ndcg@10", "mrr@10", "recall@100"] = \
         "binary_ndcg@10"
+    """Dev metric that chooses the best checkpoint."""
     batch_size: int = Field(64, gt=0)
+    """Texts per encoding batch in dev/test evaluation."""
     top_k: int = Field(100, gt=0)
+    """Passages retrieved per query (exact search)."""
     zero_shot: bool = True
     """Evaluate once before the first step so the dev curve starts at zero-shot."""
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
@@ -355,8 +395,12 @@ class ExportSettings(Section):
 
 class TrackingSettings(Section):
     backend: Literal["none", "wandb", "tensorboard"] = "none"
+    """Where training logs go: ``none``, ``wandb`` (needs a W&B login or WANDB_MODE=offline)
+    or ``tensorboard``."""
     project: str = "tapt"
+    """W&B project (``WANDB_PROJECT`` set wins)."""
     run_name: str | None = None
+    """Run name in the tracker (default: the output folder's name)."""
 
 
 class HubSettings(Section):
@@ -368,17 +412,17 @@ class HubSettings(Section):
     """``org/name``, checked by the Hub's rules (:func:`tapt.data.sources.hub_id_problem`)
     when the recipe is loaded; None: do not push."""
     private: bool = True
+    """Create the repository private (an existing one keeps its visibility)."""
     revision: str | None = None
     """Branch to push to (created if needed); None: the default branch."""
     commit_message: str | None = None
+    """Commit message of the push (default: ``tapt: <run folder name>``)."""
     license: str = "apache-2.0"
     """The license the model card must declare; anything else is refused before upload."""
 
     @field_validator("repo_id")
     @classmethod
     def _check_repo_id(cls, repo_id: str | None) -> str | None:
-        from tapt.data.sources import hub_id_problem
-
         problem = None if repo_id is None else hub_id_problem(repo_id)
         if problem:
             raise ValueError(f"not a Hub repository id: {problem}")
@@ -403,6 +447,7 @@ class Recipe(Section):
     eval: EvalSettings = EvalSettings()
     tracking: TrackingSettings = TrackingSettings()
     output_dir: str
+    """Run folder: checkpoints, metrics, results and the export (``final/``)."""
     export: ExportSettings = ExportSettings()
     hub: HubSettings = HubSettings()
 
@@ -410,6 +455,31 @@ class Recipe(Section):
     @classmethod
     def _check_output_dir(cls, path: str) -> str:
         return check_output_dir(path)
+
+    @model_validator(mode="after")
+    def _check_across_sections(self) -> Recipe:
+        check_recipe(self)
+        return self
+
+
+def check_recipe(recipe: Recipe) -> None:
+    """TAPT's cross-field checks (run by :class:`Recipe`'s validator, so at load): the best
+    checkpoint needs saves on evaluation steps, mined negatives need a count, and the three
+    splits must differ. Raises :class:`RecipeError` naming the keys."""
+    training = recipe.training
+    save_steps = training.save_steps or training.eval_steps
+    if save_steps % training.eval_steps:
+        raise RecipeError(f"training.save_steps ({save_steps}) must be a multiple of "
+                          f"training.eval_steps ({training.eval_steps}) to keep the best "
+                          "checkpoint")
+    if bool(recipe.data.mined_negatives) != bool(recipe.data.negatives_per_query):
+        raise RecipeError("data.mined_negatives and data.negatives_per_query go together: "
+                          "give the tapt mine output and how many of its negatives per row")
+    splits = (recipe.data.train_split, recipe.data.dev_split, recipe.data.test_split)
+    if len(set(splits)) != 3:
+        raise RecipeError(f"data.train_split, data.dev_split and data.test_split must differ "
+                          f"(got {', '.join(splits)}): the best checkpoint and the test "
+                          "metrics would be measured on training queries")
 
 
 class DaptDataSettings(Section):
@@ -419,24 +489,32 @@ class DaptDataSettings(Section):
     path: str | None = None
     """BEIR folder or Hub dataset id: its corpus passages are the text."""
     config: str | None = None
+    """Hub config or subfolder of ``path``."""
     revision: str | None = None
+    """Hub dataset revision: branch, tag or commit (None: the default branch)."""
     files: list[str] = []
     """Plain files: ``.jsonl`` (a ``text`` field, optional ``title``) or ``.txt`` (one
     passage per line)."""
     with_title: bool = True
+    """Passages as title + text (else the text only)."""
     max_passages: int | None = Field(None, gt=0)
     """Train on a seeded sample of at most this many passages."""
     held_out_fraction: float = Field(0.01, gt=0, lt=0.5)
+    """Fraction of the passages held out for the held-out loss."""
     held_out_max: int = Field(1000, gt=0)
     """Held-out passages (for the held-out loss): this fraction, at most this many."""
     seed: Seed = 0
+    """Seed of the passage sample and the held-out split."""
     dev_data: str | None = None
     """BEIR folder for the zero-shot retrieval evaluation at each save (default: ``path``)."""
     dev_split: str | None = "dev"
     """Split of that BEIR data to evaluate; None: no retrieval evaluation."""
     dev_distractors: int | None = Field(20000, ge=0)
+    """Dev sub-corpus: every judged dev passage plus this many distractors (None: all)."""
     dev_seed: Seed = 0
+    """Seed of the dev sub-corpus's distractor sample."""
     lenient: bool = False
+    """Accept empty passages and dev queries without an anchor (non-FormBench BEIR sets)."""
 
     @field_validator("path", "dev_data")
     @classmethod
@@ -466,7 +544,9 @@ class ObjectiveSettings(Section):
     ``simcse``: unsupervised contrastive learning, each passage against itself under
     dropout noise, with in-batch negatives (any model, decoders such as Qwen3 too)."""
     mlm_probability: float = Field(0.15, gt=0, lt=1)
+    """MLM: fraction of tokens masked."""
     whole_word_masking: bool = False
+    """MLM: mask whole words rather than single tokens."""
     scale: float = Field(20.0, gt=0)
     """SimCSE logit scale (20 = temperature 0.05)."""
     dropout: float | None = Field(0.1, ge=0, lt=1)
@@ -499,6 +579,7 @@ class DaptRecipe(Section):
     eval: EvalSettings = EvalSettings()
     tracking: TrackingSettings = TrackingSettings()
     output_dir: str
+    """Run folder: checkpoints, metrics, results and the export (``final/``)."""
     export: ExportSettings = ExportSettings()
     hub: HubSettings = HubSettings()
 
@@ -565,17 +646,31 @@ def apply_overrides(data: dict, overrides: list[str]) -> dict:
     return data
 
 
-def format_validation_error(source: str, err: ValidationError) -> str:
+def format_validation_error(source: str, err: ValidationError,
+                            schema: type[BaseModel] | None = None) -> str:
+    """One line per problem, naming the dotted key; an unknown key names the closest key of
+    ``schema`` when one is close (:func:`tapt.recipe_keys.closest_key`)."""
     lines = [f"{source}: invalid recipe"]
     for problem in err.errors():
         key = ".".join(str(part) for part in problem["loc"]) or "(top level)"
         message = problem["msg"]
         if problem["type"] == "extra_forbidden":
             message = "unknown key"
+            meant = closest_key(problem["loc"], schema) if schema is not None else None
+            if meant:
+                message += f"; did you mean {meant}?"
         elif "input" in problem and problem["type"] not in ("missing",) and problem["loc"]:
             message = f"{message} (got {_short_repr.repr(problem['input'])})"
         lines.append(f"  {key}: {message}")
     return "\n".join(lines)
+
+
+def describe_schema(kind: Literal["tapt", "dapt"] = "tapt") -> list[SchemaRow]:
+    """Every key of a TAPT (``tapt train``) or DAPT (``tapt dapt``) recipe: dotted key, type,
+    default and one line of help (what ``tapt recipe schema`` prints)."""
+    if kind not in ("tapt", "dapt"):
+        raise RecipeError(f"recipe kind must be tapt or dapt, got {kind!r}")
+    return schema_rows(DaptRecipe if kind == "dapt" else Recipe)
 
 
 def load_recipe(path: str | os.PathLike, overrides: list[str] | None = None,
@@ -622,7 +717,7 @@ def load_recipe(path: str | os.PathLike, overrides: list[str] | None = None,
     try:
         return schema.model_validate(data)
     except ValidationError as err:
-        raise RecipeError(format_validation_error(str(path), err)) from None
+        raise RecipeError(format_validation_error(str(path), err, schema)) from None
 
 
 LABEL_FIELDS = ("tracking.run_name", "tracking.project", "hub.commit_message")
@@ -633,8 +728,6 @@ def recipe_record(recipe: Recipe | DaptRecipe) -> dict[str, Any]:
     """The fully resolved recipe as a run folder records it: the exact values of known
     secrets redacted in every value (paths and ids stay as they are otherwise), token-shaped
     strings too in the :data:`LABEL_FIELDS` (:func:`tapt.redaction.redact_data`)."""
-    from tapt.redaction import redact_data
-
     return redact_data(recipe.model_dump(mode="json"), where="the recipe",
                        free_text=LABEL_FIELDS)
 

@@ -26,7 +26,18 @@ from pathlib import Path
 
 import yaml
 
+from tapt.analysis import plots
+from tapt.analysis.compare import read_result
+from tapt.data.sources import load_data
+from tapt.data.subcorpus import subcorpus_ids
+from tapt.recipe import DataSettings
+from tapt.retrieval.bm25 import BM25Retriever
+from tapt.retrieval.evaluate import evaluate
 from tapt.retrieval.metrics import METRIC_KEYS
+from tapt.training.run import read_history
+from tapt.training.run_dir import RunDir
+
+# rich is imported by the table printer only (importing tapt.analysis stays light).
 
 logger = logging.getLogger(__name__)
 
@@ -60,8 +71,6 @@ class RunReport:
 
 
 def _data_setting(recipe: dict, key: str):
-    from tapt.recipe import DataSettings
-
     data = recipe.get("data") or {}
     if key in data:
         return data[key]
@@ -73,9 +82,6 @@ def _data_setting(recipe: dict, key: str):
 
 def load_run(run_dir: str | os.PathLike) -> RunReport:
     """Read a run folder (recipe, dev history, results); nothing is computed."""
-    from tapt.training.run_dir import RunDir
-    from tapt.training.tapt import read_history
-
     run = RunDir(Path(run_dir))
     if not run.recipe_file.is_file():
         raise FileNotFoundError(f"{run.root}: not a tapt train run folder (no recipe.yaml)")
@@ -117,9 +123,6 @@ def _read_run_file(path: Path, parse) -> dict:
 
 def dev_subcorpus(recipe: dict):
     """The run's dev data and sub-corpus ids, as the in-loop evaluator built them."""
-    from tapt.data.sources import load_data
-    from tapt.data.subcorpus import subcorpus_ids
-
     split = _data_setting(recipe, "dev_split")
     lenient = _data_setting(recipe, "lenient")
     dataset = load_data(_data_setting(recipe, "path"), _data_setting(recipe, "config"),
@@ -132,9 +135,6 @@ def dev_subcorpus(recipe: dict):
 
 def bm25_on_dev(recipe: dict) -> tuple[dict[str, float], str]:
     """BM25 on the run's dev sub-corpus; returns the metrics and a note saying so."""
-    from tapt.encoders.bm25 import BM25Retriever
-    from tapt.retrieval.evaluate import evaluate
-
     dataset, split, ids = dev_subcorpus(recipe)
     report = evaluate(BM25Retriever(progress=False), dataset, split, corpus_ids=ids,
                       with_title=_data_setting(recipe, "with_title"))
@@ -143,8 +143,6 @@ def bm25_on_dev(recipe: dict) -> tuple[dict[str, float], str]:
 
 
 def bm25_from_file(path: str | os.PathLike) -> tuple[dict[str, float], str]:
-    from tapt.analysis.compare import read_result
-
     result = read_result(path)
     evaluated = result["evaluated"]
     return {k: float(result[k]) for k in METRIC_KEYS}, (
@@ -191,8 +189,6 @@ def build_report(run_dir: str | os.PathLike, *, bm25: str | os.PathLike | None =
 def curve_figure(report: RunReport):
     """The dev curve: every metric per step (the recipe's metric bold), the references of
     that metric as horizontal lines, the best checkpoint circled."""
-    from tapt.analysis import plots
-
     steps = [entry["step"] for entry in report.history]
     values = {k: [entry[k] for entry in report.history] for k in METRIC_KEYS}
     references = {f"{label} ({report.metric})": metrics[report.metric]
@@ -290,8 +286,6 @@ def history_table(report: RunReport):
 
 def write_report(report: RunReport, output: Path) -> tuple[Path, Path | None, Path]:
     """Write the dev-curve PNG, the Markdown and a JSON next to it; returns the paths."""
-    from tapt.analysis import plots
-
     output = Path(output)
     output.parent.mkdir(parents=True, exist_ok=True)
     curve = None

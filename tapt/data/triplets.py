@@ -19,6 +19,8 @@ from typing import Literal
 
 from tapt.data.beir import BeirDataset
 
+# datasets is imported when training rows are built, not with tapt.data.
+
 logger = logging.getLogger(__name__)
 
 MissingPolicy = Literal["drop", "pair"]
@@ -26,7 +28,7 @@ MissingPolicy = Literal["drop", "pair"]
 
 @dataclass
 class TripletStats:
-    """What :func:`build_triplets` made and dropped."""
+    """What :func:`build_training_rows` made and dropped."""
 
     queries: int = 0
     rows: int = 0
@@ -102,9 +104,10 @@ def rotated(items: list[str], start: int, count: int) -> list[str]:
     return [items[(start + offset) % len(items)] for offset in range(count)]
 
 
-def build_triplets(dataset: BeirDataset, split: str = "train", *, soft_negative: bool = False,
-                   missing: MissingPolicy = "drop", with_title: bool = True,
-                   mined: dict[str, list[str]] | None = None, mined_per_row: int = 0):
+def build_training_rows(dataset: BeirDataset, split: str = "train", *,
+                        soft_negative: bool = False, missing: MissingPolicy = "drop",
+                        with_title: bool = True, mined: dict[str, list[str]] | None = None,
+                        mined_per_row: int = 0):
     """Rows as a ``datasets.Dataset``, or a ``DatasetDict`` keyed by column layout
     (``triplets``, ``pairs``, ...) when rows come in several shapes (``missing="pair"``,
     queries with fewer mined negatives); the sentence-transformers trainer accepts both
@@ -127,6 +130,11 @@ def build_triplets(dataset: BeirDataset, split: str = "train", *, soft_negative:
         name = name if name not in named else f"{name}_{len(named)}"  # same width, other columns
         named[name] = Dataset.from_list(group)
     return DatasetDict(named)
+
+
+build_triplets = build_training_rows
+"""Deprecated name of :func:`build_training_rows` (its rows are pairs, triplets, quadruplets
+or longer tuples)."""
 
 
 def group_name(columns: tuple[str, ...]) -> str:

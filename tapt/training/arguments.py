@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from tapt.redaction import redact
+from tapt.training.distributed import is_main_process  # noqa: F401  (deprecated here)
 
 
 def has_accelerator() -> bool:
@@ -17,10 +18,6 @@ def has_accelerator() -> bool:
     mps = getattr(torch.backends, "mps", None)
     return torch.cuda.is_available() or bool(mps and mps.is_available()) or (
         hasattr(torch, "xpu") and torch.xpu.is_available())
-
-
-def is_main_process() -> bool:
-    return int(os.environ.get("RANK", "0")) == 0
 
 
 def common_arguments(recipe, checkpoints: Path, resuming: bool) -> dict[str, Any]:

@@ -1,13 +1,16 @@
 """Export a trained model: a SentenceTransformer folder with safetensors weights, merged LoRA,
 stored prompts, the Apache-2.0 LICENSE and a model card.
 
-The card is sentence-transformers' own (base model, datasets, loss, hyperparameters,
-training logs) with a tapt section added: the dev curve, test metrics and how to load it.
-Its YAML front matter is rewritten with huggingface_hub's ``ModelCard``: sentence-transformers
-writes ``license``, ``library_name``, ``pipeline_tag``, ``tags`` and a ``model-index`` of the
-trainer's *last* dev evaluation, and no ``base_model`` or ``datasets`` for local models and
-data; tapt sets ``base_model`` (the Hub id when known), ``datasets`` and a ``model-index`` with
-the best-checkpoint dev metrics and the test metrics it measured.
+The TAPT card is tapt's section first (what was trained on what, for how many epochs or
+steps, the results, the dev curve, how to load it: the pushed repository's id when the
+recipe pushes), then sentence-transformers' own card (architecture, loss, hyperparameters,
+training logs). The DAPT card is tapt's own (:func:`write_dapt_card`): the base model's card
+says nothing true about a continued-pretraining run. Neither holds a path of this machine.
+The YAML front matter is rewritten with huggingface_hub's ``ModelCard``:
+sentence-transformers writes ``license``, ``library_name``, ``pipeline_tag``, ``tags`` and a
+``model-index`` of the trainer's *last* dev evaluation; tapt sets ``base_model`` (the Hub id
+when known), ``datasets`` (Hub datasets only: a local folder's name is no dataset id) and a
+``model-index`` with the best-checkpoint dev metrics and the test metrics it measured.
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ from tapt.training.lora import merge_lora
 
 LICENSE_ID = "apache-2.0"
 CARD_SECTION_MARKER = "## Task-adaptive training with tapt"
+CARD_SECTION_END = "<!-- end of tapt's section -->"
+"""Ends tapt's section, so that a rewrite replaces it and keeps what follows."""
 METRIC_NAMES = {"binary_ndcg@10": "binary nDCG@10", "graded_ndcg@10": "graded nDCG@10",
                 "mrr@10": "MRR@10", "recall@100": "Recall@100"}
 
@@ -41,6 +46,15 @@ scores = model.similarity(queries, passages)
 
 Evaluate it with `tapt eval --model PATH --data DATA --split test`.
 """
+
+
+def how_to_load(repo_id: str | None) -> str:
+    """:data:`HOW_TO_LOAD` loading ``repo_id`` (the repository a recipe pushes to), else
+    with its placeholders."""
+    if not repo_id:
+        return HOW_TO_LOAD
+    return HOW_TO_LOAD.replace("PATH_OR_REPO_ID", repo_id).replace("--model PATH",
+                                                                   f"--model {repo_id}")
 
 
 def apache_license_text() -> str:
@@ -119,6 +133,12 @@ def dataset_id(recipe: Recipe) -> str:
     return Path(path).name or path
 
 
+def hub_dataset_id(recipe: Recipe) -> str | None:
+    """The card's ``datasets`` entry: the recipe's Hub dataset id, None for local data."""
+    path = recipe.data.path
+    return path if path and not Path(path).exists() and is_hub_id(path) else None
+
+
 def eval_results(recipe: Recipe, summary: dict[str, dict[str, float]]) -> list:
     """``model-index`` entries for what tapt measured on this model: the best checkpoint's
     dev metrics and the test metrics (zero-shot rows describe the base model, not this one)."""
@@ -130,7 +150,7 @@ def eval_results(recipe: Recipe, summary: dict[str, dict[str, float]]) -> list:
         splits.append((recipe.data.test_split, summary["TAPT test"]))
     dataset = dataset_id(recipe)
     return [EvalResult(task_type="information-retrieval", task_name="Information Retrieval",
-                       dataset_type=dataset, dataset_name=f"{_data_name(recipe)} {split}",
+                       dataset_type=dataset, dataset_name=f"{data_label(recipe)} {split}",
                        dataset_config=recipe.data.config, dataset_split=split,
                        metric_type=key, metric_name=METRIC_NAMES.get(key, key),
                        metric_value=float(metrics[key]))
@@ -151,7 +171,7 @@ def card_with_front_matter(text: str, recipe: Recipe,
     base = base_model_id(recipe.model.name)
     if base:
         data.base_model = base
-    dataset = dataset_id(recipe)
+    dataset = hub_dataset_id(recipe)
     data.datasets = [dataset] if dataset else None
     data.tags = list(dict.fromkeys([*(data.tags or []), "sentence-transformers",
                                     "sentence-similarity", "tapt"]))
@@ -160,8 +180,13 @@ def card_with_front_matter(text: str, recipe: Recipe,
     return str(card)
 
 
-def _data_name(recipe: Recipe) -> str:
-    name = Path(recipe.data.path).name or recipe.data.path
+def data_label(recipe: Recipe) -> str:
+    """The data as a card names it: a Hub id, a local folder's or files' names (no paths),
+    with the config."""
+    if recipe.data.path:
+        name = Path(recipe.data.path).name or recipe.data.path
+    else:  # a DAPT recipe reading plain files only
+        name = ", ".join(Path(path).name for path in getattr(recipe.data, "files", []))
     return f"{name} ({recipe.data.config})" if recipe.data.config else name
 
 
@@ -199,17 +224,21 @@ def _metrics_rows(rows: dict[str, dict[str, float]]) -> str:
 
 def tapt_card_section(recipe: Recipe, history: list[dict], summary: dict[str, dict[str, float]],
                       best_step: int | None, curve: Path | None) -> str:
-    """Markdown appended to the model card."""
-    lines = ["", CARD_SECTION_MARKER, "",
+    """tapt's section of the model card (it comes first, ends with
+    :data:`CARD_SECTION_END`)."""
+    training = recipe.training
+    length = ("max steps", training.max_steps) if training.max_steps > 0 else \
+        ("epochs", training.epochs)  # max_steps, when set, is what stopped training
+    lines = [CARD_SECTION_MARKER, "",
              f"Trained with tapt (`{recipe.loss.name}` loss) on "
-             f"`{_data_name(recipe)}` ({recipe.data.train_split} split: query, anchor, "
+             f"`{data_label(recipe)}` ({recipe.data.train_split} split: query, anchor, "
              "hard negative), best checkpoint chosen on "
              f"{recipe.data.dev_split} `{recipe.eval.metric}`"
              + (f" (step {best_step})." if best_step is not None else "."), "",
              "| hyperparameter | value |", "|---|---|"]
     for key, value in [("base model", model_label(recipe.model.name)),
                        ("loss", recipe.loss.name),
-                       ("scale", recipe.loss.scale), ("epochs", recipe.training.epochs),
+                       ("scale", recipe.loss.scale), length,
                        ("learning rate", recipe.training.learning_rate),
                        ("batch size per device", recipe.training.per_device_batch_size),
                        ("gradient accumulation", recipe.training.gradient_accumulation_steps),
@@ -220,7 +249,9 @@ def tapt_card_section(recipe: Recipe, history: list[dict], summary: dict[str, di
         lines.append(f"| {key} | {value} |")
     if recipe.loss.name == "matryoshka":
         lines.append(f"| matryoshka dims | {recipe.loss.matryoshka_dims} |")
-    lines += ["", "### Results", "", _metrics_rows(summary)]
+    shown = {f"{name} (step {best_step})" if name == "best dev" and best_step is not None
+             else name: metrics for name, metrics in summary.items()}
+    lines += ["", "### Results", "", _metrics_rows(shown)]
     if history:
         lines += ["### Dev curve", ""]
         if curve is not None:
@@ -231,7 +262,7 @@ def tapt_card_section(recipe: Recipe, history: list[dict], summary: dict[str, di
                       "refused (non-finite)" if e.get("error") else f"{e[k]:.4f}"
                       for k in METRIC_KEYS) + " |" for e in history]
         lines.append("")
-    lines.append(HOW_TO_LOAD)
+    lines += [how_to_load(recipe.hub.repo_id), CARD_SECTION_END, ""]
     return "\n".join(lines)
 
 
@@ -273,13 +304,47 @@ def cast_saved_weights(folder: Path, dtype: str) -> None:
 
 def write_card(folder: Path, recipe: Recipe, *, history: list[dict],
                summary: dict[str, dict[str, float]], best_step: int | None) -> None:
-    """Add (or replace) tapt's section of the model card and its front matter
-    (:func:`card_with_front_matter`), the dev curve and ``tapt_results.json``."""
+    """Put tapt's section first in the model card (replacing an earlier one), under the
+    card's title, and set its front matter (:func:`card_with_front_matter`); write the dev
+    curve and ``tapt_results.json``."""
     curve = plot_dev_curve(history, recipe.eval.metric, folder / "dev_curve.png")
     card = folder / "README.md"
     text = card.read_text(encoding="utf-8") if card.exists() else "---\nlicense: apache-2.0\n---\n"
-    text = text.split(CARD_SECTION_MARKER, 1)[0].rstrip("\n") + "\n"
-    text = card_with_front_matter(text, recipe, summary)
-    atomic_write_text(card, text + tapt_card_section(recipe, history, summary, best_step,
-                                                     curve))
+    text = card_with_front_matter(without_tapt_section(text), recipe, summary)
+    section = tapt_card_section(recipe, history, summary, best_step, curve)
+    atomic_write_text(card, with_section_first(text, section))
     atomic_write_json(folder / "tapt_results.json", summary)
+
+
+def without_tapt_section(text: str) -> str:
+    """A card without tapt's section (one first, or an older one appended at the end)."""
+    if CARD_SECTION_MARKER not in text:
+        return text
+    before, _, after = text.partition(CARD_SECTION_MARKER)
+    after = after.partition(CARD_SECTION_END)[2] if CARD_SECTION_END in after else ""
+    return before.rstrip("\n") + "\n" + ("\n" + after.lstrip("\n") if after.strip() else "")
+
+
+def with_section_first(text: str, section: str) -> str:
+    """``section`` as the first section of the card ``text``: after its front matter and
+    title (its first ``# `` line), before everything else."""
+    from huggingface_hub import ModelCard
+
+    card = ModelCard(text)
+    body = card.text.lstrip("\n")
+    title = ""
+    if body.startswith("# "):
+        title, _, body = body.partition("\n")
+        title += "\n\n"
+    card.text = "\n" + title + section + "\n" + body.lstrip("\n")
+    return str(card)
+
+
+def write_dapt_card(folder: Path, recipe, section: str) -> None:
+    """DAPT's model card: front matter (:func:`card_with_front_matter`), a title and
+    ``section`` (what was trained on what, the curves), replacing the card
+    sentence-transformers wrote for the base model."""
+    title = f"# DAPT {Path(recipe.output_dir).name} ({model_label(recipe.model.name)})\n\n"
+    text = card_with_front_matter(f"---\nlicense: {LICENSE_ID}\n---\n", recipe, summary={})
+    atomic_write_text(folder / "README.md",
+                      with_section_first(text, title + section.strip("\n") + "\n"))

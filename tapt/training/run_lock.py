@@ -33,7 +33,7 @@ from typing import Self
 
 from tapt.recipe import RecipeError
 from tapt.redaction import redact
-from tapt.training.arguments import is_main_process
+from tapt.training.distributed import is_main_process
 
 logger = logging.getLogger(__name__)
 

@@ -42,7 +42,7 @@ from pathlib import Path
 import yaml
 
 from tapt.recipe import DaptRecipe, Recipe, RecipeError
-from tapt.training.arguments import is_main_process
+from tapt.training.distributed import is_main_process
 from tapt.training.run_dir import FINGERPRINT_KEY, RunDir, set_aside_incomplete, write_recipe
 from tapt.training.run_lock import LOCK_NAME, RunLock, run_lock
 

@@ -1,402 +1,54 @@
-"""TAPT: contrastive fine-tuning on (query, anchor, hard negative) rows with
-sentence-transformers' trainer (which runs on Accelerate: bf16, DDP, FSDP, DeepSpeed).
-
-Phases: check (recipe, output folder: locked, then resumed, started or refused) -> load and
-check (data, model, loss, evaluator; nothing is written yet) -> record the recipe -> train
-(with dev evaluation, best checkpoint, resume, a non-finite guard) -> export -> optional
-test evaluation. A run whose loss or gradients go non-finite stops (or skips those steps,
-``training.on_nonfinite``) and never exports a diverged model.
-
-Example::
-
-    from tapt.recipe import load_recipe
-    from tapt.training.tapt import train
-
-    result = train(load_recipe("recipes/quickstart.yaml"), run_test=True)
-    result.summary["TAPT test"]["binary_ndcg@10"]
-"""
-
-from __future__ import annotations
-
-import json
-import logging
-from dataclasses import dataclass, field
-from pathlib import Path
-
-from tapt.data.beir import BeirDataset
-from tapt.data.sources import load_data
-from tapt.data.subcorpus import subcorpus_ids
-from tapt.data.triplets import build_triplets
-from tapt.encoders.loading import ModelSpec, load_sentence_transformer
-from tapt.recipe import Recipe, RecipeError
-from tapt.training.arguments import common_arguments, is_main_process
-from tapt.training.nonfinite import QueryIdsCollator
-from tapt.training.run_dir import RunDir, checkpoint_step
-from tapt.training.run_start import RunStart, open_run_dir
-
-logger = logging.getLogger(__name__)
-
-EVAL_NAME = "dev"
-
-
-@dataclass
-class TrainResult:
-    """Where the run is and what it measured."""
-
-    run_dir: Path
-    final_dir: Path | None
-    summary: dict[str, dict[str, float]] = field(default_factory=dict)
-    history: list[dict] = field(default_factory=list)
-    best_step: int | None = None
-
-
-def model_spec(recipe: Recipe) -> ModelSpec:
-    settings = recipe.model
-    return ModelSpec(settings.name, family=settings.family,
-                     max_seq_length=settings.max_seq_length, pooling=settings.pooling,
-                     query_prompt=settings.query_prompt, document_prompt=settings.document_prompt,
-                     trust_remote_code=settings.trust_remote_code, revision=settings.revision)
-
-
-def load_recipe_data(recipe: Recipe, with_test: bool) -> BeirDataset:
-    """The recipe's splits under its relevance rule; a query also judged in any other qrels
-    file (the test split included when it is not loaded) is an error."""
-    splits = [recipe.data.train_split, recipe.data.dev_split]
-    if with_test:
-        splits.append(recipe.data.test_split)
-    return load_data(recipe.data.path, recipe.data.config, splits,
-                     revision=recipe.data.revision, require_anchor=not recipe.data.lenient,
-                     allow_empty=recipe.data.lenient, relevant_from=recipe.data.relevant_from,
-                     leaks="error")
-
-
-def check_recipe(recipe: Recipe) -> None:
-    """Cross-field checks that the schema alone cannot express."""
-    training = recipe.training
-    save_steps = training.save_steps or training.eval_steps
-    if save_steps % training.eval_steps:
-        raise RecipeError(f"training.save_steps ({save_steps}) must be a multiple of "
-                          f"training.eval_steps ({training.eval_steps}) to keep the best "
-                          "checkpoint")
-    if bool(recipe.data.mined_negatives) != bool(recipe.data.negatives_per_query):
-        raise RecipeError("data.mined_negatives and data.negatives_per_query go together: "
-                          "give the tapt mine output and how many of its negatives per row")
-    splits = (recipe.data.train_split, recipe.data.dev_split, recipe.data.test_split)
-    if len(set(splits)) != 3:
-        raise RecipeError(f"data.train_split, data.dev_split and data.test_split must differ "
-                          f"(got {', '.join(splits)}): the best checkpoint and the test "
-                          "metrics would be measured on training queries")
-
-
-def column_prompts(model, columns: list[str] | None = None) -> dict[str, str]:
-    """The model's query/document prompts per training column, as the data collator wants:
-    the query prompt on ``query``, the document prompt on every other column.
-
-    sentence-transformers' trainer ignores ``model.prompts``: without this, Qwen3 would
-    train on bare queries but be evaluated (and used) with its instruction.
-    """
-    query, document = model.prompts.get("query", ""), model.prompts.get("document", "")
-    columns = columns or ["query", "positive", "negative", "soft_negative"]
-    prompts = {column: query if column == "query" else document for column in columns}
-    return {column: prompt for column, prompt in prompts.items() if prompt}
-
-
-def dataset_columns(rows) -> list[str]:
-    """Every column of a training ``Dataset`` or ``DatasetDict``."""
-    if hasattr(rows, "column_names") and isinstance(rows.column_names, dict):
-        return list(dict.fromkeys(c for names in rows.column_names.values() for c in names))
-    return list(rows.column_names)
-
-
-def training_arguments(recipe: Recipe, run: RunDir, resuming: bool,
-                       prompts: dict[str, str] | None = None):
-    """sentence-transformers' arguments: the shared ones, best checkpoint on the dev metric,
-    NO_DUPLICATES batches, per-column prompts."""
-    from sentence_transformers import SentenceTransformerTrainingArguments
-    from sentence_transformers.base.sampler import BatchSamplers
-
-    return SentenceTransformerTrainingArguments(
-        **common_arguments(recipe, run.checkpoints, resuming),
-        load_best_model_at_end=True,
-        metric_for_best_model=f"eval_{EVAL_NAME}_{recipe.eval.metric}",
-        greater_is_better=True,
-        batch_sampler=BatchSamplers.NO_DUPLICATES,
-        prompts=prompts or None,
-    )
-
-
-def train(recipe: Recipe, *, run_test: bool = False, callbacks: list | None = None,
-          overwrite: bool = False) -> TrainResult:
-    """Run a recipe end to end; see the module docstring for the phases. The run folder
-    is locked while it runs (:mod:`tapt.training.run_start`).
-
-    Raises:
-        NonFiniteTrainingError: the loss, a gradient or a dev evaluation went non-finite
-            and the recipe says stop (the last finite checkpoint is kept; no ``final/``).
-        TrainingInterrupted: Ctrl-C while training (a ``KeyboardInterrupt`` naming the
-            last complete checkpoint).
-    """
-    # 1. Check everything cheap before anything heavy.
-    check_recipe(recipe)
-    check_hub(recipe)
-    with open_run_dir(recipe, overwrite=overwrite) as start:
-        return train_in(start, recipe, run_test=run_test, callbacks=callbacks)
-
-
-def train_in(start: RunStart, recipe: Recipe, *, run_test: bool = False,
-             callbacks: list | None = None) -> TrainResult:
-    """The phases of :func:`train` after the run folder was checked and locked."""
-    from tapt.retrieval.evaluator import RetrievalEvaluator
-    from tapt.training.losses import build_loss
-    from tapt.training.nonfinite import NonFiniteGuard
-    from tapt.training.trainer import TaptTrainer
-
-    # 2. Load and check the data, then the model, loss and evaluator (seeded first: LoRA
-    # and heads initialise randomly); whatever fails here leaves the run folder as it was.
-    dataset = load_recipe_data(recipe, with_test=run_test)
-    mined = None
-    if recipe.data.mined_negatives:
-        from tapt.data.mined import read_mined
-
-        mined = read_mined(recipe.data.mined_negatives, dataset, recipe.data.train_split)
-    train_rows = build_triplets(dataset, recipe.data.train_split,
-                                soft_negative=recipe.data.soft_negative,
-                                missing=recipe.data.missing_hard_negative,
-                                with_title=recipe.data.with_title, mined=mined,
-                                mined_per_row=recipe.data.negatives_per_query)
-    dev_ids = subcorpus_ids(dataset, recipe.data.dev_split,
-                            distractors=recipe.data.dev_distractors, seed=recipe.data.dev_seed)
-    from transformers import set_seed
-
-    set_seed(recipe.training.seed)
-    model = load_sentence_transformer(model_spec(recipe))
-    if recipe.model.lora.enabled:
-        from tapt.training.lora import add_lora
-
-        add_lora(model, recipe.model.lora)
-    from tapt.training.export import set_card_metadata
-
-    set_card_metadata(model, recipe)
-    loss = build_loss(model, recipe.loss)  # checks loss.matryoshka_dims against the model
-    evaluator = RetrievalEvaluator(
-        dataset, recipe.data.dev_split, dev_ids, name=EVAL_NAME, metric=recipe.eval.metric,
-        batch_size=recipe.eval.batch_size, top_k=recipe.eval.top_k,
-        with_title=recipe.data.with_title, dtype=recipe.eval.dtype,
-        max_tokens_per_batch=recipe.eval.max_tokens_per_batch, on_nonfinite="record",
-        metrics_file=str(start.run.metrics_file) if is_main_process() else None)
-    guard = NonFiniteGuard(recipe.training.on_nonfinite, recipe.training.max_nonfinite_steps,
-                           evaluator=evaluator)
-
-    # 3. The run's first write (recipe.yaml), then the trainer.
-    run, resume_from = start.begin(recipe)
-    args = training_arguments(recipe, run, resuming=resume_from is not None,
-                              prompts=column_prompts(model, dataset_columns(train_rows)))
-    trainer = TaptTrainer(model=model, args=args, train_dataset=train_rows, loss=loss,
-                          evaluator=evaluator, callbacks=callbacks, guard=guard)
-    trainer.data_collator = QueryIdsCollator(trainer.data_collator,
-                                             query_ids_by_text(dataset, recipe.data.train_split))
-
-    zero_shot_test = None
-    if run_test and recipe.eval.zero_shot and resume_from is None:
-        zero_shot_test = test_metrics(model, dataset, recipe)
-
-    # 4. Train (the best checkpoint is loaded at the end).
-    run_trainer(trainer, run, resume_from)
-    best_step = checkpoint_step(trainer.state.best_model_checkpoint)
-    history = read_history(run)
-    check_exportable(model, evaluator, best_step)
-    result = TrainResult(run_dir=run.root, final_dir=None, history=history, best_step=best_step)
-
-    # 5. Export first (a failing test evaluation must not cost the model), then test.
-    from tapt.files import publish
-    from tapt.training.export import save_model, write_card
-
-    # The export is written into a staging folder and renamed to final/ only when whole.
-    staging = None
-    if is_main_process():
-        from tapt.encoders.preset_record import write_preset_record
-
-        staging = export_staging(model, run, recipe)
-        save_model(model, staging, recipe)
-        write_preset_record(staging, model, model_spec(recipe), stage="tapt",
-                            loss=recipe.loss.name)
-    trained_test = test_metrics(model, dataset, recipe) if run_test else None
-    if not is_main_process():
-        return result
-    summary = summarize(history, best_step)
-    if zero_shot_test is not None:
-        summary["zero-shot test"] = zero_shot_test
-    if trained_test is not None:
-        summary["TAPT test"] = trained_test
-    result.summary = summary
-    write_card(staging, recipe, history=history, summary=summary, best_step=best_step)
-    write_results(run, {"status": "finished", "summary": summary, "best_step": best_step,
-                        "eval_dtype": evaluator.history[-1]["dtype"] if evaluator.history
-                        else None,
-                        "nonfinite_steps": guard.skipped, "nonfinite_events": guard.records(),
-                        "refused_evaluations": len(evaluator.refusals),
-                        "relevance": dataset.rule.to_dict(), "history": history})
-    result.final_dir = publish(staging, run.final)
-    if recipe.tracking.backend == "wandb":
-        finish_wandb(summary)
-    push_to_hub(recipe, run.final)
-    return result
-
-
-def export_staging(model, run: RunDir, recipe) -> Path:
-    """The staging folder of ``final/``, after checking there is room for the export."""
-    from tapt.files import ensure_free_space, parameter_bytes, staging_folder
-
-    bytes_per_value = 4 if recipe.export.dtype == "float32" else 2
-    ensure_free_space(run.root, parameter_bytes(model, bytes_per_value), "the export")
-    return staging_folder(run.final)
-
-
-def check_hub(recipe) -> None:
-    """Before training: a recipe that pushes at the end needs a valid repo id and a token."""
-    if recipe.hub.repo_id:
-        from tapt.hub.push import check_environment
-
-        check_environment(recipe.hub.repo_id, dry_run=False)
-
-
-def push_to_hub(recipe, folder: Path) -> None:
-    """Push an export as the recipe's ``hub`` section says (call on the main process)."""
-    hub = recipe.hub
-    if not hub.repo_id:
-        return
-    from tapt.hub import push_export
-
-    push_export(folder, hub.repo_id, private=hub.private, revision=hub.revision,
-                commit_message=hub.commit_message or f"tapt: {Path(recipe.output_dir).name}",
-                license=hub.license)
-
-
-def run_trainer(trainer, run: RunDir, resume_from: str | None) -> None:
-    """``trainer.train``; a non-finite stop is recorded in ``results.json`` and re-raised,
-    Ctrl-C becomes :class:`~tapt.training.errors.TrainingInterrupted` (the last checkpoint)."""
-    from tapt.training.errors import TrainingInterrupted
-    from tapt.training.nonfinite import NonFiniteTrainingError
-
-    try:
-        trainer.train(resume_from_checkpoint=resume_from)
-    except KeyboardInterrupt:
-        raise TrainingInterrupted(run.root, run.last_checkpoint()) from None
-    except NonFiniteTrainingError as err:
-        if is_main_process():
-            write_results(run, {"status": "stopped: non-finite", "error": str(err),
-                                "nonfinite_events": err.events,
-                                "last_checkpoint": run.last_checkpoint(),
-                                "history": read_history(run)})
-        raise
-
-
-def write_results(run: RunDir, results: dict) -> None:
-    """``results.json``, written whole or not at all, secrets redacted."""
-    from tapt.files import atomic_write_json
-
-    atomic_write_json(run.results_file, results)
-
-
-def query_ids_by_text(dataset: BeirDataset, split: str) -> dict[str, str]:
-    """Query text -> id(s) for the split (ids joined with '|' when texts repeat)."""
-    ids: dict[str, str] = {}
-    for query_id in dataset.split(split):
-        text = dataset.queries[query_id]
-        ids[text] = f"{ids[text]}|{query_id}" if text in ids else query_id
-    return ids
-
-
-def check_exportable(model, evaluator, best_step: int | None) -> None:
-    """Refuse to export weights that are not finite, or a run none of whose checkpoints
-    had a finite dev evaluation (the trainer would hand back the last weights);
-    ``evaluator`` may be None (no dev evaluation)."""
-    import torch
-
-    from tapt.training.nonfinite import NonFiniteTrainingError
-
-    broken = [name for name, p in model.named_parameters() if not torch.isfinite(p).all()]
-    if broken:
-        raise NonFiniteTrainingError(
-            f"the trained weights hold NaN/inf ({len(broken)} tensors, e.g. {broken[0]}); "
-            "nothing is exported", [])
-    if evaluator is None:
-        return
-    checkpoint_evals = [entry for entry in evaluator.history if entry["step"] > 0]
-    if best_step is None and evaluator.refusals and \
-            all(entry.get("error") for entry in checkpoint_evals):
-        raise NonFiniteTrainingError(
-            "no checkpoint had a finite dev evaluation (every one was refused for non-finite "
-            "embeddings); nothing is exported", [])
-
-
-def finish_wandb(summary: dict[str, dict[str, float]]) -> None:
-    """Put the result table in the W&B run summary and close the run (flushes offline runs)."""
-    import wandb
-
-    if wandb.run is None:
-        return
-    for row, metrics in summary.items():
-        for key, value in metrics.items():
-            wandb.run.summary[f"{row.replace(' ', '_')}/{key}"] = value
-    wandb.finish()
-
-
-def read_history(run: RunDir) -> list[dict]:
-    """Dev evaluations from ``metrics.jsonl``; a resumed run keeps the last entry per step."""
-    if not run.metrics_file.is_file():
-        return []
-    by_step: dict[int, dict] = {}
-    text = run.metrics_file.read_text(encoding="utf-8")
-    lines = text.splitlines()
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            entry = json.loads(line)
-            step = int(entry["step"])
-        except (json.JSONDecodeError, KeyError, TypeError, ValueError) as err:
-            cut = (isinstance(err, json.JSONDecodeError) and number == len(lines)
-                   and not text.endswith("\n"))
-            if cut:  # a crash while appending left half a line: skip it
-                logger.warning("%s:%d: incomplete last line skipped", run.metrics_file, number)
-                continue
-            from tapt.data.beir import DataError
-
-            raise DataError(run.metrics_file, f"not an evaluation record ({err})", number,
-                            "step") from None
-        by_step[step] = entry
-    return [by_step[step] for step in sorted(by_step)]
-
-
-def summarize(history: list[dict], best_step: int | None) -> dict[str, dict[str, float]]:
-    """Zero-shot and best-checkpoint dev metrics from the evaluation history."""
-    from tapt.retrieval.metrics import METRIC_KEYS
-
-    summary: dict[str, dict[str, float]] = {}
-    by_step = {entry["step"]: entry for entry in history if not entry.get("error")}
-    if 0 in by_step:
-        summary["zero-shot dev"] = {key: by_step[0][key] for key in METRIC_KEYS}
-    if best_step is not None and best_step in by_step:
-        summary[f"best dev (step {best_step})"] = {key: by_step[best_step][key]
-                                                   for key in METRIC_KEYS}
-    return summary
-
-
-def test_metrics(model, dataset: BeirDataset, recipe: Recipe) -> dict[str, float] | None:
-    """Test metrics on the full corpus; call it on every rank.
-
-    Under DDP every rank encodes a share of the ~1M-passage test corpus and rank 0 scores;
-    rank 0 gets the metrics, the others None. Non-finite embeddings raise
-    :class:`~tapt.retrieval.finite.NonFiniteEmbeddingsError` on every rank.
-    """
-    from tapt.retrieval.evaluate import evaluate
-    from tapt.retrieval.evaluator import model_retriever
-
-    retriever = model_retriever(model, name=recipe.model.name,
-                                batch_size=recipe.eval.batch_size, top_k=recipe.eval.top_k,
-                                dtype=recipe.eval.dtype,
-                                max_tokens_per_batch=recipe.eval.max_tokens_per_batch)
-    report = evaluate(retriever, dataset, recipe.data.test_split,
-                      with_title=recipe.data.with_title)
-    return report.metrics if report is not None else None
+"""Deprecated path of the TAPT recipe: use :mod:`tapt.training.contrastive` (the recipe,
+``train``), :mod:`tapt.training.run` (the steps DAPT shares) and
+:func:`tapt.recipe.check_recipe` (now run when a recipe loads). The names below stay
+importable from here; no warning is raised, so ``-W error`` users are not broken."""
+
+from tapt.recipe import check_recipe
+from tapt.training.contrastive import (
+    EVAL_NAME,
+    TrainResult,
+    column_prompts,
+    dataset_columns,
+    load_recipe_data,
+    query_ids_by_text,
+    summarize,
+    test_metrics,
+    train,
+    train_in,
+    training_arguments,
+)
+from tapt.training.run import (
+    check_exportable,
+    check_hub,
+    export_staging,
+    finish_wandb,
+    model_spec,
+    push_to_hub,
+    read_history,
+    run_trainer,
+    write_results,
+)
+
+__all__ = [
+    "EVAL_NAME",
+    "TrainResult",
+    "check_exportable",
+    "check_hub",
+    "check_recipe",
+    "column_prompts",
+    "dataset_columns",
+    "export_staging",
+    "finish_wandb",
+    "load_recipe_data",
+    "model_spec",
+    "push_to_hub",
+    "query_ids_by_text",
+    "read_history",
+    "run_trainer",
+    "summarize",
+    "test_metrics",
+    "train",
+    "train_in",
+    "training_arguments",
+    "write_results",
+]

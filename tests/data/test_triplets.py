@@ -6,7 +6,7 @@ import pytest
 from datasets import Dataset, DatasetDict
 
 from tapt.data.beir import BeirDataset, Passage, load_beir_folder
-from tapt.data.triplets import TripletStats, build_rows, build_triplets
+from tapt.data.triplets import TripletStats, build_rows, build_training_rows
 
 
 @pytest.fixture
@@ -49,7 +49,7 @@ def test_without_title_passages_are_text_only(tiny, corpus):
     rows, _ = build_rows(tiny, with_title=False)
     assert rows[0]["positive"] == corpus["d1"].text
     assert rows[0]["negative"] == corpus["d2"].text
-    table = build_triplets(tiny, with_title=False)
+    table = build_training_rows(tiny, with_title=False)
     assert table["positive"] == [corpus["d1"].text, corpus["d3"].text]
 
 
@@ -65,7 +65,7 @@ def test_soft_negative_column(tiny, corpus):
     assert rows == [{"query": tiny.queries["q1"], "positive": titled(corpus["d1"]),
                      "negative": titled(corpus["d2"]), "soft_negative": titled(corpus["d6"])}]
     assert stats == TripletStats(queries=1, rows=1, pairs=0, dropped=1)
-    table = build_triplets(tiny, soft_negative=True)
+    table = build_training_rows(tiny, soft_negative=True)
     assert isinstance(table, Dataset)
     assert table.column_names == ["query", "positive", "negative", "soft_negative"]
 
@@ -76,7 +76,7 @@ def test_soft_negative_with_pair_policy_keeps_shorter_rows(tiny):
         sorted(["query", "positive", "negative", "soft_negative"]),
         sorted(["query", "positive", "negative"])]
     assert stats == TripletStats(queries=2, rows=2, pairs=0, dropped=0)
-    table = build_triplets(tiny, soft_negative=True, missing="pair")
+    table = build_training_rows(tiny, soft_negative=True, missing="pair")
     assert isinstance(table, DatasetDict)
     assert set(table) == {"quadruplets", "triplets"}
     assert table["triplets"]["query"] == [tiny.queries["q2"]]
@@ -92,7 +92,7 @@ def test_missing_hard_negative_dropped_and_counted():
     rows, stats = build_rows(dataset, missing="drop")
     assert [r["query"] for r in rows] == ["question qa?", "question qc?"]
     assert stats == TripletStats(queries=2, rows=2, pairs=0, dropped=1)
-    table = build_triplets(dataset)
+    table = build_training_rows(dataset)
     assert isinstance(table, Dataset) and table.num_rows == 2
 
 
@@ -101,7 +101,7 @@ def test_missing_hard_negative_kept_as_pair():
     rows, stats = build_rows(dataset, missing="pair")
     assert rows[1] == {"query": "question qb?", "positive": "Title a2 text of a2"}
     assert stats == TripletStats(queries=3, rows=3, pairs=1, dropped=0)
-    table = build_triplets(dataset, missing="pair")
+    table = build_training_rows(dataset, missing="pair")
     assert isinstance(table, DatasetDict)
     assert set(table) == {"triplets", "pairs"}
     assert table["pairs"].column_names == ["query", "positive"]
@@ -128,7 +128,7 @@ def test_split_without_usable_rows_raises():
     with pytest.raises(ValueError, match="no training rows.*2 queries dropped"):
         build_rows(dataset)
     with pytest.raises(ValueError, match="no training rows"):
-        build_triplets(dataset)
+        build_training_rows(dataset)
     rows, stats = build_rows(dataset, missing="pair")
     assert stats.pairs == 2 and len(rows) == 2
 
@@ -141,7 +141,7 @@ def test_unknown_policy_and_split(tiny):
 
 
 def test_mined_negatives_follow_the_graded_ones_and_short_rows_are_kept(tiny):
-    from tapt.data.triplets import build_rows, build_triplets
+    from tapt.data.triplets import build_rows, build_training_rows
 
     qrels = tiny.split("train")
     first, second = list(qrels)[:2]
@@ -156,6 +156,12 @@ def test_mined_negatives_follow_the_graded_ones_and_short_rows_are_kept(tiny):
                                                 for d in mined[first][:2]]
     assert "mined_2" not in by_query[tiny.queries[second]]  # one mined: a shorter row, kept
     assert stats.short_mined == len(rows) - 1
-    table = build_triplets(tiny, "train", mined=mined, mined_per_row=2)
+    table = build_training_rows(tiny, "train", mined=mined, mined_per_row=2)
     widths = sorted(len(part.column_names) for part in table.values())
     assert widths == [4, 5]  # one mined negative: a row of 4 columns, not dropped
+
+
+def test_build_triplets_is_kept_as_the_deprecated_name_of_build_training_rows():
+    from tapt.data.triplets import build_training_rows, build_triplets
+
+    assert build_triplets is build_training_rows

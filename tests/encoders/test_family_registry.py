@@ -33,7 +33,7 @@ from tapt.encoders.presets import (
 from tapt.encoders.sentence import SentenceTransformerEncoder
 from tapt.recipe import RecipeError, load_recipe
 from tapt.retrieval.metrics import METRIC_KEYS
-from tapt.training.tapt import train
+from tapt.training.contrastive import train
 
 FAMILY = "cls-bert"
 PROMPTS = {"query": "query: ", "document": "passage: "}

@@ -94,7 +94,7 @@ def fake_hub(tmp_path, monkeypatch, planted_token):
 @pytest.fixture(scope="session")
 def tapt_export(tmp_path_factory, tiny_bert_path, tiny_beir_path, planted_token) -> Path:
     from tapt.recipe import load_recipe
-    from tapt.training.tapt import train
+    from tapt.training.contrastive import train
 
     root = tmp_path_factory.mktemp("hub-export")
     recipe_file = root / "run.yaml"

@@ -16,8 +16,8 @@ import sys
 from transformers import TrainerCallback
 
 from tapt.recipe import load_recipe
-from tapt.retrieval.evaluator import RetrievalEvaluator
-from tapt.training.tapt import train
+from tapt.retrieval.in_loop import RetrievalEvaluator
+from tapt.training.contrastive import train
 from tapt.training.trainer import TaptTrainer
 
 recipe_path, point = sys.argv[1], sys.argv[2]

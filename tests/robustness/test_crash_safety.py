@@ -16,7 +16,7 @@ from safetensors.torch import load_file
 from tapt.cli import main
 from tapt.files import DiskSpaceError, ensure_free_space
 from tapt.recipe import load_recipe
-from tapt.training.tapt import train
+from tapt.training.contrastive import train
 
 WORKER = Path(__file__).with_name("crash_worker.py")
 STEPS = {"max_steps": 6, "eval_steps": 2, "save_total_limit": 3}
@@ -77,8 +77,8 @@ def test_sigkill_anywhere_then_resume_reaches_the_same_weights_and_metrics(make_
     area="crash safety", fault="metrics.jsonl whose last line a crash cut short",
     behaviour="the line is skipped with a warning; earlier evaluations are kept")
 def test_a_truncated_last_metrics_line_is_skipped_on_resume(make_recipe):
+    from tapt.training.run import read_history
     from tapt.training.run_dir import RunDir
-    from tapt.training.tapt import read_history
 
     _, output = make_recipe("truncated")
     output.mkdir(parents=True)

@@ -22,10 +22,10 @@ from transformers import TrainerCallback
 from tapt.data.synth import synthesize
 from tapt.recipe import RecipeError, load_recipe
 from tapt.training import fingerprint
+from tapt.training.contrastive import train
 from tapt.training.dapt import dapt
 from tapt.training.run_dir import RunDir, mark_complete, write_recipe
 from tapt.training.run_start import prepare_run_dir
-from tapt.training.tapt import train
 
 AREA = "run folder"
 STEPS = {"max_steps": 4, "eval_steps": 2}

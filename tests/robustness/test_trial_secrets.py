@@ -204,7 +204,7 @@ def leaking_files(root: Path, secret: str) -> list[str]:
 def test_a_token_in_overrides_and_data_reaches_no_file_and_no_output(
         make_recipe, tmp_path, monkeypatch, capsys, caplog):
     pytest.importorskip("wandb")
-    import tapt.training.tapt as tapt_training
+    import tapt.training.contrastive as tapt_training
     from tapt.hub.push import check_environment, push_export
 
     wandb_dir = tmp_path / "wandb-dir"

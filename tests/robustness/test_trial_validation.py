@@ -131,7 +131,7 @@ def test_home_paths_are_expanded(tmp_path, monkeypatch):
 @pytest.mark.parametrize("override", [
     "data.path=data/quickstart",           # tapt data synth writes it later
     "model.name=runs/dapt-quickstart/final",  # tapt dapt writes it later
-    "data.mined_negatives=runs/mined/x.jsonl",  # tapt mine writes it later
+    "data.mined_negatives=runs/mined/x.jsonl data.negatives_per_query=3",  # tapt mine, later
     "training.seed=4294967295",
     "model.query_prompt=",                 # an empty prompt means none
     "training.epochs=1",                   # an int for a float
@@ -139,7 +139,7 @@ def test_home_paths_are_expanded(tmp_path, monkeypatch):
     "training.learning_rate=1e-5",         # YAML 1.1 reads a string
 ])
 def test_valid_values_still_load(override, tmp_path):
-    load_recipe(write(tmp_path, BASE), [override])
+    load_recipe(write(tmp_path, BASE), override.split(" "))
 
 
 def test_validate_command_refuses_a_bad_path_naming_the_key(tmp_path, quiet_cli, capsys):
@@ -357,8 +357,8 @@ def _library_calls():
     from tapt.analysis.geometry import anisotropy
     from tapt.analysis.probes import fixed_split
     from tapt.encoders.base import TruncatedEncoder
-    from tapt.encoders.bm25 import BM25Retriever
     from tapt.encoders.loading import ModelSpec
+    from tapt.retrieval.bm25 import BM25Retriever
     from tapt.retrieval.dense import DenseRetriever
     from tapt.retrieval.hybrid import cut, linear_fusion, reciprocal_rank_fusion
     from tapt.retrieval.mining import MiningSettings

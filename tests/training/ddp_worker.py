@@ -10,7 +10,7 @@ from pathlib import Path
 
 import tapt.training.losses as losses_module
 from tapt.recipe import load_recipe
-from tapt.training.tapt import train
+from tapt.training.contrastive import train
 
 recipe_path, record_dir = Path(sys.argv[1]), Path(sys.argv[2])
 rank = int(os.environ["RANK"])

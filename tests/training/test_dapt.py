@@ -18,8 +18,8 @@ from tapt.data.beir import DataError
 from tapt.recipe import RecipeError, load_recipe
 from tapt.retrieval.metrics import METRIC_KEYS
 from tapt.training.chunking import pack, windows
+from tapt.training.contrastive import train
 from tapt.training.dapt import dapt
-from tapt.training.tapt import train
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ import pytest
 import tapt.training.losses as losses_module
 from tapt.cli import main
 from tapt.recipe import RecipeError, load_recipe
-from tapt.training.tapt import train
+from tapt.training.contrastive import train
 
 
 @pytest.mark.parametrize("loss", ["mnrl", "matryoshka", "cached_mnrl"])

@@ -16,8 +16,8 @@ from transformers import TrainerCallback
 import tapt.training.losses as losses_module
 from tapt.cli import main
 from tapt.recipe import load_recipe
+from tapt.training.contrastive import train
 from tapt.training.errors import NonFiniteTrainingError
-from tapt.training.tapt import train
 
 STEPS = {"max_steps": 6, "eval_steps": 2, "save_total_limit": 10}
 

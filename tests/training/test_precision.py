@@ -10,7 +10,7 @@ from safetensors.torch import load_file
 from sentence_transformers import SentenceTransformer
 
 from tapt.recipe import load_recipe
-from tapt.training.tapt import train
+from tapt.training.contrastive import train
 
 
 def test_bf16_evaluation_and_export_keep_float32_master_weights(make_recipe, tiny_texts):

@@ -8,8 +8,7 @@ import pytest
 import yaml
 
 from tapt.cli import main
-from tapt.recipe import DaptRecipe, RecipeError, load_recipe, parse_override
-from tapt.training.tapt import check_recipe
+from tapt.recipe import DaptRecipe, Recipe, RecipeError, load_recipe, parse_override
 
 REPO = Path(__file__).resolve().parents[2]
 SHIPPED = sorted((REPO / "recipes").glob("*.yaml"))
@@ -23,10 +22,8 @@ def test_the_paper_recipes_are_shipped():
 
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.name)
 def test_every_shipped_recipe_validates_and_documents_its_launch(path):
-    recipe = load_recipe(path, kind="auto")
+    recipe = load_recipe(path, kind="auto")  # TAPT's cross-field checks run at load
     command = "tapt dapt" if isinstance(recipe, DaptRecipe) else "tapt train"
-    if command == "tapt train":
-        check_recipe(recipe)
     header = path.read_text(encoding="utf-8").split("\nmodel:")[0]
     assert f"{command} recipes/{path.name}" in header, "header must give the launch command"
     assert "Hardware" in header
@@ -137,10 +134,8 @@ def test_matryoshka_weights_must_match_dims(tmp_path):
 
 
 def test_save_steps_must_be_a_multiple_of_eval_steps(tmp_path):
-    recipe = load_recipe(_write(tmp_path, {**BASE, "training": {"eval_steps": 4,
-                                                                "save_steps": 6}}))
-    with pytest.raises(RecipeError, match="multiple"):
-        check_recipe(recipe)
+    with pytest.raises(RecipeError, match="training.save_steps .6. must be a multiple"):
+        load_recipe(_write(tmp_path, {**BASE, "training": {"eval_steps": 4, "save_steps": 6}}))
 
 
 def test_validate_command_fails_and_names_the_key(tmp_path, capsys):
@@ -160,7 +155,7 @@ def test_train_accepts_overrides_before_and_after_options(monkeypatch, tmp_path)
         seen["recipe"], seen["test"] = recipe, run_test
         raise SystemExit(0)
 
-    monkeypatch.setattr("tapt.training.tapt.train", fake_train)
+    monkeypatch.setattr("tapt.training.contrastive.train", fake_train)
     path = _write(tmp_path, BASE)
     for argv in (["train", str(path), "training.epochs=2", "--test", "output_dir=x"],
                  ["train", str(path), "--test", "training.epochs=2", "output_dir=x"]):
@@ -174,9 +169,15 @@ def test_train_accepts_overrides_before_and_after_options(monkeypatch, tmp_path)
 
 
 def test_splits_must_differ(tmp_path):
-    recipe = load_recipe(_write(tmp_path, {**BASE, "data": {"path": "d", "dev_split": "train"}}))
     with pytest.raises(RecipeError, match="must differ"):
-        check_recipe(recipe)
+        load_recipe(_write(tmp_path, {**BASE, "data": {"path": "d", "dev_split": "train"}}))
+
+
+def test_cross_field_checks_run_when_a_recipe_is_built_in_python(tmp_path):
+    data = load_recipe(_write(tmp_path, BASE)).model_dump()
+    data["data"]["negatives_per_query"] = 2  # without data.mined_negatives
+    with pytest.raises(ValueError, match="data.mined_negatives and data.negatives_per_query"):
+        Recipe.model_validate(data)
 
 
 def test_warmup_ratio_of_one_is_refused(tmp_path):

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from tapt.recipe import load_recipe
-from tapt.training.tapt import train
+from tapt.training.contrastive import train
 
 
 def test_wandb_offline_run_logs_the_dev_metrics(make_recipe, tmp_path, monkeypatch):
