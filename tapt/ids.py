@@ -9,16 +9,25 @@ whitespace, so ``query 0`` would become two fields; an invisible character makes
 that print the same. Every reader of ids (corpus, queries, qrels, mined negatives) and the
 TREC run writer call :func:`id_problem`.
 
+Hub repository ids have their own rule, huggingface_hub's: :func:`hub_id_problem` and
+:func:`is_hub_id` are the one check of them (recipes, ``tapt push``, data sources, model
+loading and cards).
+
 Example::
 
     id_problem("d-é")      # None: valid
     id_problem("query 0")  # "a space (U+0020) at position 6: ..."
+    is_hub_id("vinven7/FormBench")               # True
+    is_hub_id("FormBench", namespace=False)      # True: a model id may lack an owner
 """
 
 from __future__ import annotations
 
 import re
 import unicodedata
+
+# huggingface_hub is imported by hub_id_problem only, when a Hub id is checked: importing
+# tapt (and every id_problem caller) stays free of it.
 
 _ASCII_BAD = re.compile(r"[\x00-\x20\x7f]")
 _RULE = "an id must be one token of a TSV cell and a TREC run line (no whitespace or control " \
@@ -48,3 +57,29 @@ def _describe(char: str, position: int) -> str:
     else:
         what = "a control character"
     return f"{what} {char!r} (U+{ord(char):04X}) at position {position + 1}: {_RULE}"
+
+
+def hub_id_problem(repo_id: str, *, namespace: bool = True) -> str | None:
+    """Why ``repo_id`` is not an id the Hub takes, or None when it is: the rules of
+    huggingface_hub's ``validate_repo_id`` (ASCII letters, digits, ``-``, ``_`` and ``.``; no
+    ``--`` or ``..``; no part starting or ending with ``-`` or ``.``; at most 96 characters a
+    part; no ``.git`` ending) and, with ``namespace``, exactly one ``/`` (``namespace/name``,
+    as a push or a dataset needs). The one check of Hub ids in tapt: recipes, ``tapt push``,
+    data sources and model cards use it."""
+    from huggingface_hub.errors import HFValidationError
+    from huggingface_hub.utils import validate_repo_id
+
+    if namespace and repo_id.count("/") != 1:
+        return "a Hub id here is namespace/name, with exactly one '/'"
+    try:
+        validate_repo_id(repo_id)
+    except HFValidationError as err:  # its message ends with the id, which callers name
+        return str(err).rsplit(": '", 1)[0].rstrip(".")
+    return None
+
+
+def is_hub_id(text: str, *, namespace: bool = True) -> bool:
+    """Whether ``text`` is a Hub id (:func:`hub_id_problem` finds nothing wrong with it);
+    ``namespace=False`` also takes a bare ``NAME`` (``./x``, ``/abs/x`` and ``x/y/z`` never
+    are ids)."""
+    return hub_id_problem(text, namespace=namespace) is None

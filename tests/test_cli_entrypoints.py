@@ -115,7 +115,7 @@ def test_each_way_writes_the_four_metrics(results, way):
 
 def test_the_three_ways_agree(results, dataset):
     from tapt.data.beir import load_beir_folder
-    from tapt.encoders.bm25 import BM25Retriever
+    from tapt.retrieval.bm25 import BM25Retriever
     from tapt.retrieval.evaluate import evaluate
 
     assert {"python -m tapt", "python tapt"} <= set(results)

@@ -23,11 +23,18 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from tapt.analysis import plots
+from tapt.analysis.embed import embed, materialize
 from tapt.bounds import FRACTION, POSITIVE_INT, SEED
 from tapt.data.beir import BeirDataset
 from tapt.data.subcorpus import subcorpus_ids
 from tapt.encoders.base import Encoder
+from tapt.retrieval.dense import rank
+from tapt.retrieval.evaluate import evaluate, split_queries
 from tapt.retrieval.metrics import METRIC_KEYS, score_run
+from tapt.retrieval.search import ExactIndex
+
+# rich is imported by the table printer only (importing tapt.analysis stays light).
 
 DEFAULT_FRACTIONS = (0.01, 0.05, 0.1, 0.25, 0.5, 0.75, 1.0)
 PRIMARY = "binary_ndcg@10"
@@ -85,11 +92,6 @@ def ablate_encoder(encoder: Encoder, dataset: BeirDataset, split: str,
                    ) -> tuple[list[dict], dict[str, float]]:
     """Encode once, search a sub-index per fraction; returns the records and the encoding
     figures."""
-    from tapt.analysis.embed import embed
-    from tapt.retrieval.dense import rank
-    from tapt.retrieval.evaluate import split_queries
-    from tapt.retrieval.search import ExactIndex
-
     query_ids, query_texts = split_queries(dataset, split)
     needed = set().union(*map(set, corpora.values()))
     union = [doc_id for doc_id in dataset.corpus if doc_id in needed]
@@ -115,8 +117,6 @@ def ablate_retriever(retriever, dataset: BeirDataset, split: str,
                      corpora: Mapping[float, Sequence[str]], *, with_title: bool = True
                      ) -> list[dict]:
     """Any retriever (BM25), evaluated from scratch on each fraction's corpus."""
-    from tapt.retrieval.evaluate import evaluate
-
     records = []
     for fraction, ids in corpora.items():
         report = evaluate(retriever, dataset, split, corpus_ids=ids, with_title=with_title)
@@ -132,14 +132,12 @@ def corpus_size_ablation(models: Sequence, dataset: BeirDataset, split: str, *,
                          names: Sequence[str] | None = None, on_model=None
                          ) -> AblationResult:
     """Evaluate each of ``models`` (an :class:`~tapt.encoders.base.Encoder`, a retriever
-    such as :class:`~tapt.encoders.bm25.BM25Retriever`, or a zero-argument loader of
+    such as :class:`~tapt.retrieval.bm25.BM25Retriever`, or a zero-argument loader of
     either, called when its turn comes) at every fraction.
 
     ``names`` label the models (default: their ``name``; required with loaders);
     ``on_model(name)`` is called before each model starts (progress messages).
     """
-    from tapt.analysis.embed import materialize
-
     POSITIVE_INT.check(batch_size, "batch_size")
     POSITIVE_INT.check(top_k, "top_k")
     SEED.check(seed, "seed")
@@ -184,8 +182,6 @@ def ablation_table(result: AblationResult, metric: str = PRIMARY):
 
 
 def ablation_figure(result: AblationResult, metric: str = PRIMARY):
-    from tapt.analysis import plots
-
     series = {name: [(r["corpus_size"], r[metric]) for r in records]
               for name, records in result.models.items()}
     return plots.ablation(series, metric,

@@ -47,7 +47,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tapt.analysis.plots import finite_number
+from tapt.analysis import plots
+from tapt.analysis.plots import pareto_front
 from tapt.analysis.significance import (
     ALPHA,
     CONFIDENCE,
@@ -58,7 +59,11 @@ from tapt.analysis.significance import (
     against_baseline,
     mean_std,
 )
+from tapt.encoders.preset_record import read_preset_record
+from tapt.finite import finite_number
 from tapt.retrieval.metrics import METRIC_KEYS
+
+# rich (the table printer) and scipy (significance) are imported where they are used.
 
 logger = logging.getLogger(__name__)
 
@@ -160,8 +165,6 @@ class Comparison:
                 for row in self.rows for corpus, cell in row.cells.items()]
 
     def to_dict(self, metric: str = PRIMARY) -> dict:
-        from tapt.analysis.plots import pareto_front
-
         fronts = {}
         for corpus in self.corpora:
             here = [(p["name"], p["latency_ms"], p["value"]) for p in self.points(metric)
@@ -281,7 +284,6 @@ def infer_kind(result: Mapping) -> str:
         return "api"
     if lowered.startswith("bm25"):
         return "bm25"
-    from tapt.encoders.preset_record import read_preset_record
 
     try:
         record = read_preset_record(model) if model else None
@@ -548,8 +550,6 @@ def markdown_table(comparison: Comparison, metric: str = PRIMARY) -> str:
 
 
 def frontier_figure(comparison: Comparison, metric: str = PRIMARY):
-    from tapt.analysis import plots
-
     label = {"search": "search latency (ms / query)",
              "query": "query encoding + search latency (ms / query)"}[comparison.latency]
     return plots.frontier(comparison.points(metric), comparison.corpora, metric, label)

@@ -14,8 +14,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tapt.analysis.compare import split_spec
 from tapt.bounds import POSITIVE_INT, check_optional
+from tapt.encoders.api import load_api_encoder
 from tapt.encoders.base import Encoder, TextKind, collect_in_order
+from tapt.encoders.loading import ModelSpec
+from tapt.encoders.sentence import SentenceTransformerEncoder
+from tapt.retrieval.bm25 import BM25Retriever
 from tapt.retrieval.dense import EncodingTally, check_finite, stream_embeddings
 
 BM25 = "bm25"
@@ -44,23 +49,24 @@ class ModelOptions:
 def labelled(spec: str) -> tuple[str, str]:
     """``NAME=MODEL`` -> ``(NAME, MODEL)``; a plain model (or an existing path holding
     ``=``) -> ``(model, model)``. Names label tables and plots."""
-    from tapt.analysis.compare import split_spec
-
     name, model = split_spec(spec)
     return name or model, model
 
 
 def load_encoder(name: str, options: ModelOptions = ModelOptions()) -> Encoder:
-    """A SentenceTransformer encoder for ``name`` (Hub id, local path or ``package:...``)."""
-    from tapt.encoders.loading import ModelSpec
-    from tapt.encoders.sentence import SentenceTransformerEncoder
+    """The embedding model ``name`` as an :class:`~tapt.encoders.base.Encoder`: an API
+    encoder for ``openai:MODEL`` / ``voyage:MODEL`` (:func:`tapt.encoders.api.load_api_encoder`;
+    ``options`` do not apply), else a :class:`~tapt.encoders.sentence.SentenceTransformerEncoder`
+    loaded with ``options`` (a Hub id, a local path or ``package:...``).
 
+    Raises:
+        ValueError: ``bm25`` (a retriever without embeddings), an unknown family, an API
+            name without a model.
+    """
     if name.lower() == BM25:
         raise ValueError("bm25 is a lexical retriever and has no embeddings; this analysis "
                          "needs an embedding model")
     if name.lower().startswith(API_PREFIXES):
-        from tapt.encoders.api import load_api_encoder
-
         return load_api_encoder(name)
     spec = ModelSpec(name, family=options.family, max_seq_length=options.max_seq_length,
                      trust_remote_code=options.trust_remote_code, device=options.device,
@@ -71,10 +77,8 @@ def load_encoder(name: str, options: ModelOptions = ModelOptions()) -> Encoder:
 
 
 def load_model(name: str, options: ModelOptions = ModelOptions(), *, top_k: int = 100):
-    """``bm25`` -> :class:`~tapt.encoders.bm25.BM25Retriever`; otherwise :func:`load_encoder`."""
+    """``bm25`` -> :class:`~tapt.retrieval.bm25.BM25Retriever`; otherwise :func:`load_encoder`."""
     if name.lower() == BM25:
-        from tapt.encoders.bm25 import BM25Retriever
-
         return BM25Retriever(top_k=top_k, progress=options.progress)
     return load_encoder(name, options)
 
@@ -88,7 +92,7 @@ def materialize(model):
 def embed(encoder: Encoder, texts: Sequence[str], kind: TextKind, *, ids: Sequence[str],
           batch_size: int = 32) -> np.ndarray:
     """``(len(texts), dim)`` float32 embeddings in input order; non-finite rows raise
-    :class:`~tapt.retrieval.finite.NonFiniteEmbeddingsError` naming a few ``ids``."""
+    :class:`~tapt.finite.NonFiniteEmbeddingsError` naming a few ``ids``."""
     tally = EncodingTally()
     matrix = collect_in_order(stream_embeddings(encoder, texts, kind, batch_size, tally),
                               len(texts), encoder.embedding_dim)

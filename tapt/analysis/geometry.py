@@ -38,9 +38,18 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from tapt.analysis import plots
+from tapt.analysis.embed import embed, unit_rows
 from tapt.bounds import POSITIVE_INT, SEED
 from tapt.data.beir import ANCHOR, HARD_NEGATIVE, SOFT_NEGATIVE, BeirDataset, Qrels
+from tapt.data.subcorpus import subcorpus_ids
 from tapt.encoders.base import Encoder
+from tapt.retrieval.dense import rank
+from tapt.retrieval.evaluate import split_queries
+from tapt.retrieval.metrics import trec_ranking
+from tapt.retrieval.search import ExactIndex
+
+# rich is imported by the table printer only (importing tapt.analysis stays light).
 
 TIERS = ("anchor", "hard_negative", "soft_negative", "random")
 GRADE_OF_TIER = {"anchor": ANCHOR, "hard_negative": HARD_NEGATIVE, "soft_negative": SOFT_NEGATIVE}
@@ -121,10 +130,6 @@ def anchor_rank1(query_ids: Sequence[str], queries: np.ndarray, passage_ids: Seq
                  passages: np.ndarray, qrels: Qrels, *, normalize: bool = True) -> float:
     """Share of queries with an anchor whose top-1 (exact search, trec_eval tie order) is
     an anchor."""
-    from tapt.retrieval.dense import rank
-    from tapt.retrieval.metrics import trec_ranking
-    from tapt.retrieval.search import ExactIndex
-
     index = ExactIndex(passages.shape[1], normalize=normalize)
     index.add(passages)
     run, _ = rank(index, list(passage_ids), list(query_ids), queries, top_k=10)
@@ -152,8 +157,6 @@ def geometry_from_embeddings(query_ids: Sequence[str], queries: np.ndarray,
                              random_per_query: int = 100, pairs: int = 2000, seed: int = 0,
                              info: Mapping | None = None) -> Geometry:
     """Every figure of the module docstring from raw embeddings (rows in id order)."""
-    from tapt.analysis.embed import unit_rows
-
     unit_q, unit_p = unit_rows(queries), unit_rows(passages)
     sims, anchor_hard = tier_similarities(query_ids, unit_q, passage_ids, unit_p, qrels,
                                           random_per_query=random_per_query, seed=seed)
@@ -186,10 +189,6 @@ def analyze_geometry(encoder: Encoder, dataset: BeirDataset, split: str, *,
     ``distractors`` or ``fraction`` of the others, seeded; both None: the whole corpus)
     once, then :func:`geometry_from_embeddings`. ``name`` labels the result (default: the
     encoder's name)."""
-    from tapt.analysis.embed import embed
-    from tapt.data.subcorpus import subcorpus_ids
-    from tapt.retrieval.evaluate import split_queries
-
     POSITIVE_INT.check(random_per_query, "random_per_query")
     POSITIVE_INT.check(pairs, "pairs")
     POSITIVE_INT.check(batch_size, "batch_size")
@@ -237,8 +236,6 @@ def geometry_table(geometry: Geometry):
 
 
 def geometry_figure(geometry: Geometry):
-    from tapt.analysis import plots
-
     return plots.similarity_histogram(
         geometry.similarities, geometry.tier_means,
         title=f"{geometry.model}: Delta {geometry.delta:.3f}, anisotropy "

@@ -14,6 +14,10 @@ from pathlib import Path
 
 import numpy as np
 
+from tapt.finite import finite_number
+
+# matplotlib is imported by the functions that draw: importing tapt.analysis must not.
+
 KIND_STYLES: dict[str, dict] = {
     # The paper's efficiency frontier (Figure 7): open markers base models, filled TAPT,
     # diamonds APIs; BM25 and hybrids get their own shapes.
@@ -199,8 +203,3 @@ def dev_curve(steps: Sequence[int], values: Mapping[str, Sequence[float]], metri
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
     return figure
-
-
-def finite_number(value) -> bool:
-    """A real, finite int or float (not None, NaN, inf or a string)."""
-    return isinstance(value, (int, float)) and math.isfinite(value)

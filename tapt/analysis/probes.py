@@ -32,9 +32,14 @@ from pathlib import Path
 
 import numpy as np
 
+from tapt.analysis import plots
+from tapt.analysis.embed import embed, materialize, unit_rows
 from tapt.bounds import OPEN_FRACTION, POSITIVE_INT, SEED, check_optional
 from tapt.data.beir import BeirDataset, DataError, iter_jsonl
 from tapt.encoders.base import Encoder
+
+# scikit-learn (the probes) and rich (the table) are imported where used: importing
+# tapt.analysis must not import them.
 
 PROBE_METRICS = ("accuracy", "macro_f1", "v_measure")
 
@@ -160,8 +165,6 @@ def run_probes(encoders: Mapping[str, Encoder], dataset: BeirDataset,
 
     ``encoders`` maps a name to an encoder or a zero-argument loader of one (called when
     its turn comes)."""
-    from tapt.analysis.embed import embed, materialize, unit_rows
-
     OPEN_FRACTION.check(test_size, "test_size")
     SEED.check(seed, "seed")
     check_optional(POSITIVE_INT, max_passages, "max_passages")
@@ -209,6 +212,4 @@ def probe_table(result: ProbeResult):
 
 
 def probe_figure(result: ProbeResult):
-    from tapt.analysis import plots
-
     return plots.grouped_bars(result.scores, PROBE_METRICS, title="probes")

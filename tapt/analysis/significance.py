@@ -32,6 +32,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+# scipy is imported by the function that needs it (importing tapt.analysis stays light).
+
 logger = logging.getLogger(__name__)
 
 N_RESAMPLES = 10_000

@@ -9,10 +9,10 @@ file, the line and the field, raised before any model is loaded.
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 from tapt.data.beir import BeirDataset, DataError, check_id, iter_jsonl
+from tapt.finite import finite_number
 
 
 def read_mined(path: str | Path, dataset: BeirDataset, split: str) -> dict[str, list[str]]:
@@ -54,8 +54,7 @@ def read_mined(path: str | Path, dataset: BeirDataset, split: str) -> dict[str, 
                                 f"{field}.id")
             for name in ("rank", "score"):
                 value = negative.get(name)
-                if value is not None and (isinstance(value, bool) or not isinstance(
-                        value, (int, float)) or not _finite(value)):
+                if value is not None and not finite_number(value):
                     raise DataError(path, f"expected a finite number, got {value!r}", line,
                                     f"{field}.{name}")
             if doc_id in ids:
@@ -65,10 +64,3 @@ def read_mined(path: str | Path, dataset: BeirDataset, split: str) -> dict[str, 
     if not mined:
         raise DataError(path, "no mined negatives (tapt mine writes one line per query)")
     return mined
-
-
-def _finite(value: float) -> bool:
-    try:
-        return math.isfinite(value)
-    except OverflowError:  # an integer too large for any float
-        return False

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from tapt.data.beir import DataError, decoded_lines, iter_jsonl, string_field
+from tapt.data.sources import load_data
 
 
 def read_passage_file(path: str | Path, with_title: bool = True) -> list[str]:
@@ -39,8 +40,6 @@ def collect_passages(settings, dataset=None) -> list[str]:
     texts: list[str] = []
     if settings.path:
         if dataset is None:
-            from tapt.data.sources import load_data
-
             dataset = load_data(settings.path, settings.config, splits=[],
                                 revision=settings.revision, allow_empty=settings.lenient)
         texts += [passage.as_text(settings.with_title) for passage in dataset.corpus.values()

@@ -23,6 +23,10 @@ from tapt.data.beir import (
     parse_queries,
     read_judged_ids,
 )
+from tapt.ids import hub_id_problem, is_hub_id  # noqa: F401  (re-exported: their old home)
+
+# datasets and huggingface_hub are imported when a Hub dataset is loaded: reading a local
+# BEIR folder (and importing tapt) does not import them.
 
 FORMBENCH_REPO = "vinven7/FormBench"
 CONFIG_ALIASES = {
@@ -30,30 +34,6 @@ CONFIG_ALIASES = {
     "c1": "formbench-structured", "structured": "formbench-structured",
     "sample": "formbench-sample",
 }
-
-
-def hub_id_problem(repo_id: str, *, namespace: bool = True) -> str | None:
-    """Why ``repo_id`` is not an id the Hub takes, or None when it is: the rules of
-    huggingface_hub's ``validate_repo_id`` (ASCII letters, digits, ``-``, ``_`` and ``.``; no
-    ``--`` or ``..``; no part starting or ending with ``-`` or ``.``; at most 96 characters a
-    part; no ``.git`` ending) and, with ``namespace``, exactly one ``/`` (``namespace/name``,
-    as a push or a dataset needs). The one check of Hub ids in tapt: recipes, ``tapt push``,
-    data sources and model cards use it."""
-    from huggingface_hub.errors import HFValidationError
-    from huggingface_hub.utils import validate_repo_id
-
-    if namespace and repo_id.count("/") != 1:
-        return "a Hub id here is namespace/name, with exactly one '/'"
-    try:
-        validate_repo_id(repo_id)
-    except HFValidationError as err:  # its message ends with the id, which callers name
-        return str(err).rsplit(": '", 1)[0].rstrip(".")
-    return None
-
-
-def is_hub_id(text: str, *, namespace: bool = True) -> bool:
-    """Whether ``text`` is a Hub id (:func:`hub_id_problem` finds nothing wrong with it)."""
-    return hub_id_problem(text, namespace=namespace) is None
 
 
 def config_name(config: str | None) -> str | None:

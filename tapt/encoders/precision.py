@@ -11,6 +11,8 @@ from __future__ import annotations
 import contextlib
 from typing import Literal
 
+# torch is imported by the functions that need it: importing tapt must not import it.
+
 DtypeName = Literal["auto", "float32", "bfloat16", "float16"]
 DTYPE_NAMES: tuple[str, ...] = ("auto", "float32", "bfloat16", "float16")
 

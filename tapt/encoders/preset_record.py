@@ -18,13 +18,18 @@ import json
 from pathlib import Path
 from typing import Any
 
+from tapt.files import atomic_write_json
+from tapt.ids import is_hub_id
+from tapt.model_paths import PACKAGE_SCHEME, resolve_model_path
+
+# sentence-transformers (for its Pooling class) is imported in write_preset_record only:
+# reading a record must not import torch.
+
 RECORD_FILE = "tapt_preset.json"
 
 
 def read_preset_record(name_or_path: str) -> dict[str, Any] | None:
     """The record in a local model folder (``package:`` paths resolved), or None."""
-    from tapt.encoders.loading import PACKAGE_SCHEME, resolve_model_path
-
     try:
         folder = Path(resolve_model_path(name_or_path))
     except FileNotFoundError:
@@ -38,12 +43,10 @@ def portable_model_name(name: str, revision: str | None = None) -> tuple[str, st
     """``(name, revision)`` as a record keeps them (see the module docstring): a local
     folder becomes its folder's name (revision None), or ``OWNER/NAME`` and the commit when
     it is a Hub cache snapshot (``.../models--OWNER--NAME/snapshots/COMMIT``)."""
-    from tapt.encoders.loading import PACKAGE_SCHEME, could_be_hub_id
-
     if name.startswith(PACKAGE_SCHEME):
         return name, None
     path = Path(name)
-    if not path.exists() and could_be_hub_id(name):
+    if not path.exists() and is_hub_id(name, namespace=False):
         return name, revision
     parts = path.resolve().parts if path.exists() else path.parts
     if len(parts) >= 3 and parts[-2] == "snapshots" and parts[-3].startswith("models--"):
@@ -79,7 +82,5 @@ def write_preset_record(folder: Path, model, spec, stage: str, **extra: Any) -> 
               "max_seq_length": model.max_seq_length, "append_eos": preset.append_eos,
               "needs_remote_code": preset.needs_remote_code,
               "base_model": base, "base_revision": base_revision, "stage": stage, **extra}
-    from tapt.files import atomic_write_json
-
     atomic_write_json(folder / RECORD_FILE, record)
     return record

@@ -7,9 +7,10 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 
 from tapt.bounds import POSITIVE_INT, check_optional
+from tapt.encoders import st_inference  # by module: tests replace supports_token_batching
 from tapt.encoders.base import EncodedBatch, Encoder, TextKind, collect_in_order
 from tapt.encoders.loading import ModelSpec, load_sentence_transformer
-from tapt.encoders.precision import dtype_name, resolve_dtype
+from tapt.encoders.precision import compute_context, dtype_name, resolve_dtype
 
 CPU_TOKEN_BUDGET = 4096
 """Default padded tokens per batch on a CPU. Measured with all-MiniLM-L6-v2 on 2 cores
@@ -78,37 +79,29 @@ class SentenceTransformerEncoder(Encoder):
 
     def encode_stream(self, texts: Sequence[str], kind: TextKind = "document",
                       batch_size: int = 32) -> Iterator[EncodedBatch]:
-        from tapt.encoders.st_inference import encode_texts, supports_token_batching
-
         if not texts:
             return
-        if not supports_token_batching(self.model):
+        if not st_inference.supports_token_batching(self.model):
             yield from super().encode_stream(texts, kind, batch_size)
             return
         budget = self.max_tokens_per_batch or default_token_budget(self.model, batch_size)
-        yield from encode_texts(self.model, texts, kind=kind, max_tokens=budget,
-                                dtype=self.dtype, progress=self.show_progress)
+        yield from st_inference.encode_texts(self.model, texts, kind=kind, max_tokens=budget,
+                                             dtype=self.dtype, progress=self.show_progress)
 
     def _encode_with_st(self, method, texts: Sequence[str], batch_size: int) -> np.ndarray:
-        from tapt.encoders.precision import compute_context
-
         with compute_context(self.model, self.dtype):
             embeddings = method(list(texts), batch_size=batch_size, convert_to_numpy=True,
                                 show_progress_bar=self.show_progress)
         return np.asarray(embeddings, dtype=np.float32)
 
     def encode_queries(self, texts: Sequence[str], batch_size: int = 32) -> np.ndarray:
-        from tapt.encoders.st_inference import supports_token_batching
-
-        if not supports_token_batching(self.model):
+        if not st_inference.supports_token_batching(self.model):
             return self._encode_with_st(self.model.encode_query, texts, batch_size)
         return collect_in_order(self.encode_stream(texts, "query", batch_size), len(texts),
                                 self.embedding_dim)
 
     def encode_corpus(self, texts: Sequence[str], batch_size: int = 32) -> np.ndarray:
-        from tapt.encoders.st_inference import supports_token_batching
-
-        if not supports_token_batching(self.model):
+        if not st_inference.supports_token_batching(self.model):
             return self._encode_with_st(self.model.encode_document, texts, batch_size)
         return collect_in_order(self.encode_stream(texts, "document", batch_size), len(texts),
                                 self.embedding_dim)
@@ -116,7 +109,6 @@ class SentenceTransformerEncoder(Encoder):
     def count_tokens(self, texts: Sequence[str], batch_size: int = 1024) -> int:
         """Tokens after truncation, prompt included (the encoding itself reports its
         tokens; this is for callers that only want the count)."""
-        from tapt.encoders.st_inference import stored_prompt, tokenize_once
-
-        return tokenize_once(self.model, texts, prompt=stored_prompt(self.model, "document"),
-                             task="document").total_tokens
+        return st_inference.tokenize_once(
+            self.model, texts, prompt=st_inference.stored_prompt(self.model, "document"),
+            task="document").total_tokens

@@ -29,6 +29,9 @@ from tapt.encoders.base import EncodedBatch, TextKind
 from tapt.encoders.precision import compute_context
 from tapt.encoders.token_batches import TokenizedTexts, pad_rows, token_budget_batches
 
+# torch and sentence-transformers are imported by the functions that encode: importing
+# tapt must not import them.
+
 TOKENIZE_CHUNK = 4096
 """Texts per tokenizer call (the Rust tokenizer parallelises within a call)."""
 

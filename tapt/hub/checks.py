@@ -24,13 +24,22 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tapt.encoders.tokenizer_check import (
+    TokenizerError,
+    check_tokenizer,
+    hf_tokenizer,
+    missing_files,
+)
+from tapt.finite import all_finite
 from tapt.hub.errors import PushRefused
-from tapt.hub.tokens import file_containing
+from tapt.hub.secrets_scan import file_containing
+
+# huggingface_hub and sentence-transformers are imported where a check needs them (the card,
+# check_loads): importing tapt.hub must import neither.
 
 logger = logging.getLogger(__name__)
 
@@ -162,13 +171,6 @@ def read_modules(folder: Path) -> list[dict]:
 def check_tokenizer_of(model, folder: Path, modules: list[dict]) -> None:
     """The loaded export's tokenizer fits its weights, and the first module's folder holds
     the files that tokenizer is built from (a push must carry them)."""
-    from tapt.encoders.tokenizer_check import (
-        TokenizerError,
-        check_tokenizer,
-        hf_tokenizer,
-        missing_files,
-    )
-
     try:
         check_tokenizer(model, str(folder))
     except TokenizerError as err:
@@ -199,7 +201,7 @@ def check_loads(folder: Path, trust_remote_code: bool = False,
         raise PushRefused(f"{folder}: SentenceTransformer cannot load it: "
                           f"{type(err).__name__}: {first}{hint}") from err
     check_tokenizer_of(model, folder, modules if modules is not None else read_modules(folder))
-    if not all(math.isfinite(float(value)) for value in embedding.ravel()):
+    if not all_finite(embedding):
         raise PushRefused(f"{folder}: the model encodes to non-finite values (NaN/inf)")
 
 

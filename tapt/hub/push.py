@@ -24,15 +24,19 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tapt.data.sources import hub_id_problem
+from tapt.encoders.preset_record import read_preset_record
 from tapt.hub.checks import PushPlan, check_export
 from tapt.hub.errors import PushFailed, PushRefused
-from tapt.hub.tokens import known_tokens
+from tapt.hub.secrets_scan import known_tokens
 from tapt.hub.upload import RetryPolicy, StepFailed, describe, exception_chain, with_retries
+from tapt.ids import hub_id_problem
 from tapt.redaction import redact
 
 if TYPE_CHECKING:
     from huggingface_hub import CommitInfo
+
+# huggingface_hub is imported by the functions that talk to the Hub: importing tapt.hub (for
+# a dry run or a recipe check) must not import it.
 
 logger = logging.getLogger(__name__)
 
@@ -91,13 +95,25 @@ def default_commit_message(folder: Path) -> str:
 
 def recorded_remote_code(folder: Path) -> bool:
     """Whether the export's ``tapt_preset.json`` says its model runs its own code."""
-    from tapt.encoders.preset_record import read_preset_record
-
     try:
         record = read_preset_record(str(folder))
     except (OSError, ValueError):
         return False
     return bool(record and record.get("needs_remote_code"))
+
+
+def check_not_run_folder(folder: Path) -> None:
+    """Refuse a run folder (``recipe.yaml``, ``final/``, no ``modules.json``), naming the
+    export inside it, ``RUN_DIR/final``, which is what a push publishes."""
+    if (folder / "modules.json").exists() or not (
+            (folder / "recipe.yaml").is_file() or (folder / "final").is_dir()):
+        return
+    export = folder / "final"
+    if export.is_dir():
+        raise PushRefused(f"{folder}: a tapt run folder, not an export; push its export: "
+                          f"tapt push {export} ...")
+    raise PushRefused(f"{folder}: a tapt run folder without an export yet ({export} is "
+                      "written when the run finishes); push that folder once it exists")
 
 
 def push_export(folder: str | os.PathLike, repo_id: str, *, private: bool | None = None,
@@ -124,6 +140,7 @@ def push_export(folder: str | os.PathLike, repo_id: str, *, private: bool | None
         PushFailed: the Hub did not take it; names the repository and the file(s).
     """
     folder = Path(folder)
+    check_not_run_folder(folder)
     check_environment(repo_id, dry_run)
     endpoint = hub_endpoint()
     tokens = known_tokens(network=not dry_run)

@@ -26,6 +26,8 @@ from typing import TypeVar
 
 from tapt.retry import RetryPolicy, parse_retry_after
 
+# huggingface_hub is imported when a retry policy first asks which errors it retries.
+
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")

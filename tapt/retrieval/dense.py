@@ -20,7 +20,7 @@ from tqdm.auto import tqdm
 
 from tapt.bounds import POSITIVE_INT
 from tapt.encoders.base import EncodedBatch, Encoder, TextKind
-from tapt.retrieval.finite import NonFiniteEmbeddingsError, nonfinite_rows
+from tapt.finite import NonFiniteEmbeddingsError, nonfinite_rows
 from tapt.retrieval.metrics import Run
 from tapt.retrieval.search import ExactIndex, choose_backend, make_index
 from tapt.retrieval.sharding import all_reduce_sum, gather_rows, share, world

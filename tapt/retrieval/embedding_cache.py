@@ -37,6 +37,9 @@ from pathlib import Path
 
 import numpy as np
 
+# torch is imported only to read a model's weights for the cache key: importing tapt
+# must not import it.
+
 logger = logging.getLogger(__name__)
 
 DIGEST_BYTES = 16

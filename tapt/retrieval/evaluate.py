@@ -2,7 +2,7 @@
 
 A retriever is anything with ``name`` and ``retrieve(corpus_ids, corpus_texts, query_ids,
 query_texts) -> Retrieval`` (:class:`~tapt.retrieval.dense.DenseRetriever`,
-:class:`~tapt.encoders.bm25.BM25Retriever`).
+:class:`~tapt.retrieval.bm25.BM25Retriever`).
 """
 
 from __future__ import annotations
@@ -13,8 +13,13 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from tapt.data.beir import BeirDataset, DataError, check_relevance
+from tapt.files import atomic_write_json, atomic_write_text
+from tapt.ids import id_problem
+from tapt.redaction import redact_data
 from tapt.retrieval.dense import Retrieval
 from tapt.retrieval.metrics import METRIC_KEYS, Run, score_run, trec_ranking
+
+# rich is imported by the table printer only.
 
 
 class Retriever(Protocol):
@@ -43,8 +48,6 @@ class EvalReport:
     def write_json(self, path: str | os.PathLike) -> None:
         """The report as JSON, written atomically, the exact values of known secrets
         redacted (ids that look like tokens are kept: :func:`tapt.files.atomic_write_json`)."""
-        from tapt.files import atomic_write_json
-
         atomic_write_json(path, self.to_dict())
 
     def write_trec_run(self, path: str | os.PathLike, tag: str = "tapt") -> None:
@@ -53,16 +56,12 @@ class EvalReport:
         Ids must follow :mod:`tapt.ids` (loaded data always does; a space would split a
         field and trec_eval could not read the file back); whitespace or control
         characters in ``tag`` become ``_``."""
-        from tapt.files import atomic_write_text
-        from tapt.ids import id_problem
-
         tag = "".join(c if id_problem(c) is None else "_" for c in tag) or "tapt"
         names = {**{doc_id: "corpus id" for docs in self.run.values() for doc_id in docs},
                  **{query_id: "query id" for query_id in self.run}}
         for value, kind in names.items():
             if problem := (id_problem(value) if value else "empty"):
                 raise DataError(path, f"cannot write the TREC run: {kind} {value!r}: {problem}")
-        from tapt.redaction import redact_data
 
         run, tag = redact_data([self.run, tag], where=str(path))  # exact secret values only
         lines = [f"{query_id} Q0 {doc_id} {position} {score!r} {tag}\n"

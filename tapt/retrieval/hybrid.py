@@ -1,7 +1,7 @@
 """Hybrid retrieval: a dense ranking fused with BM25's, scored like any other retriever.
 
 :class:`HybridRetriever` runs two retrievers (tapt's :class:`~tapt.retrieval.dense.DenseRetriever`
-and :class:`~tapt.encoders.bm25.BM25Retriever`, or any objects with ``name`` and
+and :class:`~tapt.retrieval.bm25.BM25Retriever`, or any objects with ``name`` and
 ``retrieve``) on the same corpus and queries, and fuses their runs per query:
 
 - ``rrf`` (default), reciprocal rank fusion (Cormack et al., SIGIR 2009):

@@ -28,8 +28,11 @@ from typing import Literal
 
 from tapt.bounds import MARGIN, NON_NEGATIVE_INT, POSITIVE_INT, SEED, check_optional
 from tapt.data.beir import BeirDataset
+from tapt.files import atomic_write_json
 from tapt.retrieval.evaluate import Retriever, split_queries
 from tapt.retrieval.metrics import trec_ranking
+
+# rich is imported by the table printer only.
 
 
 @dataclass(frozen=True)
@@ -140,8 +143,6 @@ def write_mined(path: str | Path, records: list[dict], *, retriever: str,
     """One JSON line per query, each with the settings and retriever (provenance); written
     to a temporary name and renamed, so a crash never leaves half a file. The exact values
     of known secrets are redacted; ids that look like tokens are kept."""
-    from tapt.files import atomic_write_json
-
     provenance = {"retriever": retriever, "data": data, "split": split,
                   "settings": asdict(settings)}
     atomic_write_json(path, [{**record, **provenance} for record in records], lines=True)

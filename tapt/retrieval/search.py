@@ -9,10 +9,35 @@ from __future__ import annotations
 
 import logging
 
-import faiss
 import numpy as np
 
 from tapt.bounds import POSITIVE_INT
+
+
+class FaissMissingError(ImportError, ValueError):
+    """faiss is not installed: it comes with an extra (an ImportError; also a ValueError,
+    so the CLI prints it as one ``error:`` line)."""
+
+    def __init__(self) -> None:
+        super().__init__('faiss is not installed; the search needs it: pip install "tapt[cpu]" '
+                         '(faiss-cpu) or "tapt[gpu]" (faiss-gpu-cu12), one of the two',
+                         name="faiss")
+
+
+class _NoFaiss:
+    """Stands in for the faiss module when it is missing: tapt imports, a search raises."""
+
+    def __getattr__(self, name: str):
+        raise FaissMissingError()
+
+
+try:
+    import faiss
+except ImportError:  # faiss is an extra (tapt[cpu] or tapt[gpu])
+    faiss = _NoFaiss()
+
+# torch (and tapt.retrieval.torch_search, which imports it) waits until a torch index is
+# chosen: importing tapt, or searching with faiss, must not import torch.
 
 logger = logging.getLogger(__name__)
 

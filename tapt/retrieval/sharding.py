@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
+# torch.distributed is imported where ranks talk: importing tapt must not import torch.
+
 GATHER_ROWS = 16384
 """Rows per collective when gathering embeddings (bounds the temporary buffers)."""
 

@@ -26,6 +26,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+# faiss (an optional extra) is imported where its normalisation is used, not at module top.
+
 DEFAULT_CHUNK_ROWS = 65536
 """Rows per storage chunk (one matmul per query batch and chunk)."""
 DEFAULT_QUERY_BATCH = 1024

@@ -17,7 +17,7 @@ from tapt.analysis.ablation import (
 )
 from tapt.cli import main
 from tapt.data.subcorpus import subcorpus_ids
-from tapt.encoders.bm25 import BM25Retriever
+from tapt.retrieval.bm25 import BM25Retriever
 from tapt.retrieval.metrics import METRIC_KEYS
 
 FRACTIONS = (0.05, 0.25, 1.0)

@@ -361,7 +361,7 @@ def test_write_beir_refuses_to_overwrite(tmp_path, make_beir, existing):
 def wide_console(monkeypatch):
     """Print CLI messages on one line each, so that paths are not wrapped; undo the
     logging set-up ``cli.main`` does."""
-    monkeypatch.setattr(cli, "console", Console(width=10_000, color_system=None))
+    monkeypatch.setattr(cli.terminal, "console", Console(width=10_000, color_system=None))
     root, tapt_logger = logging.getLogger(), logging.getLogger("tapt")
     handlers, level, tapt_level = root.handlers[:], root.level, tapt_logger.level
     yield
@@ -373,8 +373,8 @@ def wide_console(monkeypatch):
 @pytest.fixture
 def no_model(monkeypatch):
     """Fail if the CLI tries to load a model or to build a retriever."""
-    from tapt.encoders.bm25 import BM25Retriever
     from tapt.encoders.sentence import SentenceTransformerEncoder
+    from tapt.retrieval.bm25 import BM25Retriever
 
     def refuse(*args, **kwargs):
         raise AssertionError("the CLI did work before validating its inputs")

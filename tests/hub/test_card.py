@@ -28,7 +28,7 @@ def test_export_card_front_matter(tapt_export):
     assert metadata["library_name"] == "sentence-transformers"
     assert metadata["pipeline_tag"] == "sentence-similarity"
     assert {"tapt", "sentence-transformers", "sentence-similarity"} <= set(metadata["tags"])
-    assert metadata["datasets"] == ["tiny-beir"]
+    assert "datasets" not in metadata  # local data: a folder's name is no dataset id
     assert "base_model" not in metadata  # a local base model has no Hub id
 
     results = json.loads((tapt_export / "tapt_results.json").read_text())

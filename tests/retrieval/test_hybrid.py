@@ -12,7 +12,7 @@ import pytest
 
 from tapt import DenseRetriever, Encoder, evaluate
 from tapt.data.beir import BeirDataset, Passage
-from tapt.encoders.bm25 import BM25Retriever
+from tapt.retrieval.bm25 import BM25Retriever
 from tapt.retrieval.dense import Retrieval
 from tapt.retrieval.hybrid import (
     HybridRetriever,

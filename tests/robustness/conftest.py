@@ -93,7 +93,8 @@ def quiet_cli(monkeypatch):
     from tapt import cli
     from tapt.redaction import RedactingConsole
 
-    monkeypatch.setattr(cli, "console", RedactingConsole(width=10_000, color_system=None))
+    monkeypatch.setattr(cli.terminal, "console",
+                        RedactingConsole(width=10_000, color_system=None))
     root, tapt_logger = logging.getLogger(), logging.getLogger("tapt")
     handlers, level, tapt_level = root.handlers[:], root.level, tapt_logger.level
     yield cli

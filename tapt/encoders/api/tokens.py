@@ -18,6 +18,8 @@ from __future__ import annotations
 import logging
 from typing import Protocol
 
+# tiktoken is imported when an OpenAI model counts tokens, not with tapt.
+
 logger = logging.getLogger(__name__)
 
 

@@ -1,0 +1,155 @@
+"""In-loop dev evaluation for sentence-transformers' trainer: exact FAISS retrieval with graded
+metrics on a fixed, seeded sub-corpus.
+
+sentence-transformers' ``InformationRetrievalEvaluator`` has binary relevance only and
+re-ranks with torch top-k; this evaluator reuses tapt's own retrieval and pytrec_eval
+scoring, so in-loop numbers equal ``tapt eval`` of the same checkpoint (at the same
+dtype). It encodes in ``dtype`` under autocast, so a bf16 run evaluates at bf16 speed while
+its float32 master weights stay untouched. Under DDP tapt's trainer runs it on every rank:
+each encodes a share, rank 0 scores and broadcasts (:mod:`tapt.retrieval.sharding`).
+Non-finite embeddings are never scored: the evaluation raises, or, with
+``on_nonfinite="record"`` (what training uses), records the refusal and returns NaN
+metrics, so that checkpoint can never be chosen as best.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from typing import Literal
+
+from sentence_transformers.base.evaluation import BaseEvaluator  # torch: only the trainer
+
+from tapt.bounds import POSITIVE_INT, check_optional
+from tapt.data.beir import BeirDataset
+from tapt.encoders.base import TruncatedEncoder
+from tapt.encoders.sentence import SentenceTransformerEncoder
+from tapt.files import append_json_line
+from tapt.finite import NonFiniteEmbeddingsError
+from tapt.retrieval.dense import DenseRetriever
+from tapt.retrieval.evaluate import evaluate
+from tapt.retrieval.metrics import METRIC_KEYS
+from tapt.retrieval.sharding import broadcast
+
+logger = logging.getLogger(__name__)
+
+
+def model_retriever(model, *, name: str, batch_size: int, top_k: int,
+                    truncate_dim: int | None = None, progress: bool = True,
+                    dtype: str | None = None, max_tokens_per_batch: int | None = None
+                    ) -> DenseRetriever:
+    """Exact retrieval with an in-memory SentenceTransformer (trained or training), encoding
+    in ``dtype`` (``auto``: bf16 on a CUDA GPU) without changing its weights."""
+    encoder = SentenceTransformerEncoder(model, name=name, dtype=dtype,
+                                         max_tokens_per_batch=max_tokens_per_batch)
+    if truncate_dim is not None:
+        encoder = TruncatedEncoder(encoder, truncate_dim)
+    return DenseRetriever(encoder, batch_size=batch_size, top_k=top_k, progress=progress)
+
+
+class RetrievalEvaluator(BaseEvaluator):
+    """Evaluate a SentenceTransformer on one split of a BEIR dataset.
+
+    Args:
+        dataset: The loaded dataset (with the split's qrels).
+        split: Which split's queries and judgments to use (``dev`` in training).
+        corpus_ids: The passages to rank (e.g. :func:`tapt.data.subcorpus.subcorpus_ids`).
+        metric: The primary metric, used to pick the best checkpoint.
+        metrics_file: If given, every evaluation appends a JSON line here (give it on one
+            rank only: under DDP every rank runs the evaluator).
+        truncate_dim: Evaluate embeddings truncated to this width (Matryoshka).
+        dtype: Compute dtype (``auto``, ``float32``, ``bfloat16``, ``float16``).
+        max_tokens_per_batch: Padded tokens per encoding batch (default: batch_size x
+            the model's maximum length).
+        on_nonfinite: ``raise`` a :class:`NonFiniteEmbeddingsError`, or ``record`` it
+            (metrics file and :attr:`refusals`) and return NaN metrics.
+
+    Attributes:
+        history: The records of every evaluation this object ran (step, epoch, metrics).
+        refusals: The records of evaluations refused for non-finite embeddings.
+
+    Example::
+
+        evaluator = RetrievalEvaluator(dataset, "dev", subcorpus_ids(dataset, "dev",
+                                       distractors=1000), name="dev")
+        evaluator(model)  # {"dev_binary_ndcg@10": ..., ...}
+    """
+
+    def __init__(self, dataset: BeirDataset, split: str, corpus_ids: Sequence[str], *,
+                 name: str = "dev", metric: str = "binary_ndcg@10", batch_size: int = 64,
+                 top_k: int = 100, with_title: bool = True, metrics_file: str | None = None,
+                 truncate_dim: int | None = None, dtype: str | None = "auto",
+                 max_tokens_per_batch: int | None = None,
+                 on_nonfinite: Literal["raise", "record"] = "raise") -> None:
+        super().__init__()
+        if metric not in METRIC_KEYS:
+            raise ValueError(f"metric must be one of {METRIC_KEYS}, got {metric!r}")
+        self.dataset = dataset
+        self.split = split
+        self.corpus_ids = list(corpus_ids)
+        self.name = name
+        self.batch_size = POSITIVE_INT.check(batch_size, "batch_size")
+        self.top_k = POSITIVE_INT.check(top_k, "top_k")
+        self.with_title = with_title
+        self.metrics_file = metrics_file
+        self.truncate_dim = check_optional(POSITIVE_INT, truncate_dim, "truncate_dim")
+        self.primary_metric = metric
+        self.greater_is_better = True
+        self.dtype = dtype
+        self.max_tokens_per_batch = check_optional(POSITIVE_INT, max_tokens_per_batch,
+                                                   "max_tokens_per_batch")
+        self.on_nonfinite = on_nonfinite
+        self.history: list[dict] = []
+        self.refusals: list[dict] = []
+
+    def __call__(self, model, output_path: str | None = None, epoch: float = -1,
+                 steps: int = -1) -> dict[str, float]:
+        start = time.perf_counter()
+        retriever = model_retriever(model, name=self.name, batch_size=self.batch_size,
+                                    top_k=self.top_k, truncate_dim=self.truncate_dim,
+                                    progress=False, dtype=self.dtype,
+                                    max_tokens_per_batch=self.max_tokens_per_batch)
+        try:
+            report = evaluate(retriever, self.dataset, self.split, corpus_ids=self.corpus_ids,
+                              with_title=self.with_title)
+            outcome = {"metrics": report.metrics if report else None, "error": None}
+        except NonFiniteEmbeddingsError as err:
+            if self.on_nonfinite == "raise":
+                raise
+            outcome = {"metrics": None, "error": str(err), "nonfinite": err.count,
+                       "nonfinite_kind": err.kind}
+        outcome = broadcast(outcome)
+        seconds = time.perf_counter() - start
+        record = {"step": steps, "epoch": epoch, "seconds": seconds,
+                  "dtype": retriever.encoder.compute_dtype}
+        if outcome["error"]:
+            logger.error("%s step %s: evaluation refused: %s", self.name, steps,
+                         outcome["error"])
+            record.update({key: None for key in METRIC_KEYS}, error=outcome["error"],
+                          nonfinite=outcome["nonfinite"],
+                          nonfinite_kind=outcome["nonfinite_kind"])
+            self.refusals.append(record)
+            values = {key: float("nan") for key in METRIC_KEYS}
+        else:
+            values = outcome["metrics"]
+            logger.info("%s step %s: %s (%.1fs)", self.name, steps,
+                        ", ".join(f"{k} {v:.4f}" for k, v in values.items()), seconds)
+            record.update(values)
+        metrics = self.prefix_name_to_metrics(dict(values), self.name)
+        self.history.append(record)
+        if self.metrics_file:
+            append_json_line(self.metrics_file, record)
+        if not outcome["error"]:
+            self.store_metrics_in_model_card_data(model, metrics, epoch, steps)
+        return metrics
+
+    @property
+    def description(self) -> str:
+        return "Information Retrieval"
+
+    def get_config_dict(self) -> dict:
+        config = {"split": self.split, "corpus_size": len(self.corpus_ids), "top_k": self.top_k}
+        if self.truncate_dim:
+            config["truncate_dim"] = self.truncate_dim
+        return config

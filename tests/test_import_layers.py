@@ -1,0 +1,265 @@
+"""tapt's layers, bottom up, and the rule that a module imports only from its own layer or
+below, with no cycles (README "Layout", DESIGN.md):
+
+    ground helpers (ids, files, redaction, retry, bounds, families, model_paths, finite)
+    -> data -> recipe -> encoders -> retrieval, hub -> training -> analysis -> cli
+
+Every module under ``tapt/`` is parsed with ``ast`` (nothing is imported); every
+``import tapt...`` / ``from tapt... import ...``, at module level or inside a function, is
+mapped to its layer. Exceptions are listed below, each with its reason.
+"""
+
+from __future__ import annotations
+
+import ast
+import graphlib
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "tapt"
+
+LAYERS = ["ground", "data", "recipe", "encoders", "retrieval/hub", "training", "analysis",
+          "cli"]
+GROUND = {"ids", "files", "redaction", "retry", "bounds", "families", "model_paths", "finite",
+          "provenance"}
+"""The modules directly inside ``tapt/`` that form the ground floor (standard library and
+numpy only, no other tapt layer)."""
+TOP_LEVEL = {"recipe": "recipe", "recipe_keys": "recipe", "cli": "cli", "cli_options": "cli",
+             "__main__": "cli"}
+PACKAGES = {"data": "data", "encoders": "encoders", "retrieval": "retrieval/hub",
+            "hub": "retrieval/hub", "training": "training", "analysis": "analysis",
+            "cli": "cli"}
+
+ALLOWED_UPWARD = {
+    ("tapt.encoders.bm25", "tapt.retrieval.bm25"):
+        "deprecation alias: BM25Retriever moved to tapt.retrieval.bm25 (a retriever, not an "
+        "encoder); the old module re-exports it until it is removed",
+}
+"""(importer, imported) pairs allowed to point upwards, with the reason."""
+
+KNOWN_HIDDEN_CYCLES = {
+    frozenset({"tapt.training.merge", "tapt.training.merge_export"}):
+        "training/ is being split by its owner: merge.py imports merge_export inside a "
+        "function (to export), merge_export imports merge's errors at module top; remove "
+        "this entry once the two no longer import each other",
+}
+"""Cycles that only function-level imports close (still a hidden circle), with the reason."""
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {module_name(path): path for path in sorted(PACKAGE.rglob("*.py"))}
+
+
+def layer(module: str) -> str:
+    """The layer of a tapt module; ``tapt`` itself (the public facade) is the top."""
+    parts = module.split(".")
+    if len(parts) == 1:
+        return "cli"
+    if parts[1] in PACKAGES:
+        return PACKAGES[parts[1]]
+    if parts[1] in TOP_LEVEL:
+        return TOP_LEVEL[parts[1]]
+    if parts[1] in GROUND:
+        return "ground"
+    raise AssertionError(f"{module}: not in any layer; add it to GROUND, TOP_LEVEL or PACKAGES "
+                         "in tests/test_import_layers.py (and to the README's layout)")
+
+
+def is_type_checking(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def runtime_top_level(tree: ast.Module) -> set[int]:
+    """Ids of the import nodes executed at import time (top level, or inside a top-level
+    ``try`` / ``if`` other than ``if TYPE_CHECKING``)."""
+    found, pending = set(), list(tree.body)
+    while pending:
+        node = pending.pop()
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            found.add(id(node))
+        elif isinstance(node, ast.If) and not is_type_checking(node):
+            pending += node.body + node.orelse
+        elif isinstance(node, ast.Try):
+            pending += node.body + node.orelse + node.finalbody
+            pending += [stmt for handler in node.handlers for stmt in handler.body]
+    return found
+
+
+def imports_of(module: str) -> list[tuple[str, int, bool]]:
+    """``(imported tapt module, line, at module level)`` for every tapt import of ``module``;
+    ``from tapt.x import y`` names the module ``tapt.x.y`` when that is a module."""
+    path = MODULES[module]
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    top = runtime_top_level(tree)
+    is_package = path.name == "__init__.py"
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = module.split(".")
+                base = base if is_package else base[:-1]
+                base = base[:len(base) - (node.level - 1)]
+                source = ".".join(base + ([node.module] if node.module else []))
+            else:
+                source = node.module or ""
+            targets = [f"{source}.{alias.name}" if f"{source}.{alias.name}" in MODULES
+                       else source for alias in node.names]
+        else:
+            continue
+        for target in dict.fromkeys(targets):
+            if target == "tapt" or target.startswith("tapt."):
+                found.append((target, node.lineno, id(node) in top))
+    return found
+
+
+EDGES = {module: imports_of(module) for module in MODULES}
+
+
+def test_every_module_has_a_layer():
+    for module in MODULES:
+        layer(module)
+
+
+def test_no_module_imports_from_a_higher_layer():
+    upward = []
+    for module, imports in EDGES.items():
+        for target, line, _ in imports:
+            if LAYERS.index(layer(target)) > LAYERS.index(layer(module)) and \
+                    (module, target) not in ALLOWED_UPWARD:
+                upward.append(f"{MODULES[module].relative_to(PACKAGE.parent)}:{line}: "
+                              f"{module} ({layer(module)}) imports {target} ({layer(target)})")
+    assert not upward, "imports from a higher layer:\n" + "\n".join(upward)
+
+
+def test_allowed_exceptions_still_exist():
+    """An exception that no longer matches an import is stale: remove it."""
+    edges = {(module, target) for module, imports in EDGES.items() for target, _, _ in imports}
+    assert set(ALLOWED_UPWARD) <= edges
+
+
+def cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    try:
+        tuple(graphlib.TopologicalSorter(graph).static_order())
+    except graphlib.CycleError as err:
+        return list(err.args[1])
+    return None
+
+
+def graph(module_level_only: bool) -> dict[str, set[str]]:
+    return {module: {target for target, _, top in imports
+                     if target != module and target in MODULES and (top or not module_level_only)}
+            for module, imports in EDGES.items()}
+
+
+def test_module_level_imports_have_no_cycle():
+    found = cycle(graph(module_level_only=True))
+    assert found is None, "module-level import cycle: " + " -> ".join(found)
+
+
+def strongly_connected(edges: dict[str, set[str]]) -> list[set[str]]:
+    """Tarjan's components of more than one module."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    components = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in edges.get(node, ()):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = set()
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.add(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                components.append(component)
+
+    for node in sorted(edges):
+        if node not in index:
+            visit(node)
+    return components
+
+
+def test_function_level_imports_hide_no_cycle():
+    """A function-local import can hide a circle (encoders' loading -> presets ->
+    preset_record -> loading did): the whole graph has none either, outside the CLI (whose
+    lazy imports sit in the top layer) and the listed exceptions."""
+    full = {module: targets for module, targets in graph(module_level_only=False).items()
+            if layer(module) != "cli"}
+    circles = [sorted(c) for c in strongly_connected(full)
+               if frozenset(c) not in KNOWN_HIDDEN_CYCLES]
+    assert not circles, f"import cycles through function-level imports: {circles}"
+
+
+@pytest.mark.parametrize("module", ["tapt.families", "tapt.model_paths", "tapt.ids",
+                                    "tapt.finite"])
+def test_ground_floor_modules_import_no_other_layer(module):
+    assert {layer(target) for target, _, _ in EDGES[module]} <= {"ground"}
+
+
+# --- names that moved keep working from their old homes ------------------------------------
+
+@pytest.mark.parametrize(("old", "new", "names"), [
+    ("tapt.encoders.bm25", "tapt.retrieval.bm25", ["BM25Retriever"]),
+    ("tapt.retrieval.evaluator", "tapt.retrieval.in_loop",
+     ["RetrievalEvaluator", "model_retriever"]),
+    ("tapt.hub.tokens", "tapt.hub.secrets_scan", ["known_tokens", "file_containing"]),
+])
+def test_renamed_modules_are_deprecation_aliases(old, new, names, monkeypatch):
+    import importlib
+    import sys
+
+    new_module = importlib.import_module(new)
+    monkeypatch.delitem(sys.modules, old, raising=False)  # imported afresh, then restored
+    with pytest.warns(DeprecationWarning, match=new):
+        alias = importlib.import_module(old)
+    for name in names:
+        assert getattr(alias, name) is getattr(new_module, name)
+
+
+@pytest.mark.parametrize(("old", "new", "name"), [
+    ("tapt.encoders.presets", "tapt.families", "register_family"),
+    ("tapt.encoders.presets", "tapt.families", "PRESETS"),
+    ("tapt.encoders.presets", "tapt.families", "FamilyPreset"),
+    ("tapt.encoders.loading", "tapt.model_paths", "resolve_model_path"),
+    ("tapt.encoders.loading", "tapt.model_paths", "PACKAGE_SCHEME"),
+    ("tapt.data.sources", "tapt.ids", "hub_id_problem"),
+    ("tapt.data.sources", "tapt.ids", "is_hub_id"),
+    ("tapt.retrieval.finite", "tapt.finite", "NonFiniteEmbeddingsError"),
+    ("tapt.retrieval.finite", "tapt.finite", "nonfinite_rows"),
+    ("tapt.analysis.plots", "tapt.finite", "finite_number"),
+    ("tapt", "tapt.families", "register_family"),
+])
+def test_moved_names_are_the_same_objects_at_their_old_homes(old, new, name):
+    import importlib
+
+    assert getattr(importlib.import_module(old), name) is \
+        getattr(importlib.import_module(new), name)
+
+
+def test_finite_number_is_the_one_rule():
+    from tapt.finite import finite_number
+
+    assert finite_number(0) and finite_number(-2.5)
+    for value in (float("nan"), float("inf"), True, None, "1", 10**400):
+        assert not finite_number(value), value
