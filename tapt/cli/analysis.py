@@ -1,0 +1,277 @@
+"""``tapt compare``, ``tapt ablate``, ``tapt analyze``, ``tapt probe`` and ``tapt report``:
+tables, JSON and plots from result files or frozen embeddings. Models, matplotlib and
+scikit-learn are imported inside the handlers."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from tapt.cli import terminal
+from tapt.cli.options import (
+    add_analysis_data,
+    add_analysis_outputs,
+    add_model_options,
+    check_outputs,
+    fraction,
+    non_negative_int,
+    open_fraction,
+    positive_int,
+    seed,
+)
+from tapt.files import atomic_write_json, atomic_write_text
+
+
+def add_parsers(commands) -> None:
+    """``tapt compare``, ``ablate``, ``analyze``, ``probe`` and ``report``."""
+    from tapt.analysis.ablation import DEFAULT_FRACTIONS
+    from tapt.retrieval.metrics import METRIC_KEYS
+
+    compare = commands.add_parser(
+        "compare", help="systems x corpora (C0, C1) x metrics from tapt eval/bm25 result "
+                        "files, C1/C0 retention, latency-vs-nDCG@10 frontier")
+    compare.add_argument("results", nargs="+", metavar="RESULT.json|NAME=RESULT.json",
+                         help="tapt eval / tapt bm25 --output files, optionally named NAME=")
+    compare.add_argument("--kind", action="append", default=[], metavar="NAME=KIND",
+                         help="mark a system as bm25, base, dapt, tapt, hybrid or api "
+                              "(default: inferred from the result file)")
+    compare.add_argument("--corpus", action="append", default=[], metavar="DATA=LABEL",
+                         help="label a result's data (its evaluated.data or folder name) "
+                              "(default: C1 for structured, C0 for random, else the folder)")
+    compare.add_argument("--metric", choices=METRIC_KEYS, default="binary_ndcg@10",
+                         help="metric of the retention column, the frontier plot and the "
+                              "tests against --baseline")
+    compare.add_argument("--latency", choices=("search", "query"), default="search",
+                         help="search: FAISS search per query (the paper's frontier); "
+                              "query: query encoding + search")
+    compare.add_argument("--markdown", type=Path, default=None,
+                         help="also write the table as Markdown")
+    compare.add_argument("--baseline", default=None, metavar="NAME",
+                         help="test every system against this one on per-query values: "
+                              "mean difference, 95%% bootstrap CI, paired randomization "
+                              "test p, Holm-corrected across systems")
+    compare.add_argument("--resamples", type=positive_int, default=10_000,
+                         help="bootstrap and randomization resamples (default 10000)")
+    compare.add_argument("--seed", type=seed, default=0,
+                         help="seed of the resamplings (default 0)")
+    add_analysis_outputs(compare, required=False, example="compare.json")
+
+    ablate = commands.add_parser("ablate", help="ablations: corpus-size")
+    ablations = ablate.add_subparsers(dest="ablation", required=True, metavar="ABLATION",
+                                      help="the ablation to run")
+    size = ablations.add_parser(
+        "corpus-size", help="metrics at distractor fractions; every judged passage kept, "
+                            "each model's corpus encoded once")
+    add_model_options(size, several=True, bm25=True)
+    size.add_argument("--fractions", type=fraction, nargs="+", default=list(DEFAULT_FRACTIONS),
+                      help="distractor fractions (default: %(default)s)")
+    size.add_argument("--top-k", type=positive_int, default=100,
+                      help="passages retrieved per query")
+    add_analysis_data(size, output="ablation.json")
+
+    analyze = commands.add_parser("analyze", help="embedding analyses: geometry")
+    analyses = analyze.add_subparsers(dest="analysis", required=True, metavar="ANALYSIS",
+                                      help="the analysis to run")
+    geometry = analyses.add_parser(
+        "geometry", help="cosine tiers (anchor, hard, soft, random), Delta, anchor rank-1 "
+                         "rate, similarity band, anisotropy")
+    add_model_options(geometry, several=False)
+    group = geometry.add_mutually_exclusive_group()
+    group.add_argument("--distractors", type=non_negative_int, default=None,
+                       help="corpus: every judged passage plus N distractors (default 1000)")
+    group.add_argument("--fraction", type=fraction, default=None,
+                       help="corpus: every judged passage plus this fraction of distractors")
+    geometry.add_argument("--random-per-query", type=positive_int, default=100,
+                          help="random distractors compared with each query (default 100)")
+    geometry.add_argument("--pairs", type=positive_int, default=2000,
+                          help="random passage pairs for the anisotropy (default 2000)")
+    add_analysis_data(geometry, output="geometry.json")
+
+    probe = commands.add_parser(
+        "probe", help="classification (logistic regression) and clustering (k-means) on "
+                      "frozen passage embeddings, per label field of the corpus")
+    add_model_options(probe, several=True)
+    probe.add_argument("--label", action="append", default=None, metavar="FIELD",
+                       help="label field of corpus.jsonl (default: domain and class, as tapt "
+                            "data synth writes them)")
+    probe.add_argument("--test-size", type=open_fraction, default=0.3,
+                       help="held-out share of the classification split (default 0.3)")
+    probe.add_argument("--max-passages", type=positive_int, default=None,
+                       help="probe a seeded sample of this many labelled passages")
+    add_analysis_data(probe, split=False, output="probes.json")
+
+    report = commands.add_parser(
+        "report", help="Markdown report of a tapt train run: dev curve with zero-shot and "
+                       "BM25 references, best checkpoint, test metrics, plots")
+    report.add_argument("run_dir", type=Path, metavar="RUN_DIR",
+                        help="output_dir of a tapt train run")
+    reference = report.add_mutually_exclusive_group()
+    reference.add_argument("--bm25", type=Path, default=None, metavar="RESULT.json",
+                           help="BM25 reference from a tapt bm25 --output file (default: "
+                                "computed on the run's dev sub-corpus)")
+    reference.add_argument("--no-bm25", action="store_true", help="no BM25 reference")
+    report.add_argument("--plot", type=Path, action="append", default=[],
+                        help="a PNG to link (repeat); PNGs in the run folder are found")
+    report.add_argument("--output", type=Path, default=None,
+                        help="Markdown file (default: RUN_DIR/report.md)")
+
+
+
+def _analysis_files(args: argparse.Namespace) -> tuple[Path | None, Path | None]:
+    """``--output`` and the PNG path, checked writable; existing files are refused without
+    ``--overwrite``."""
+    output = args.output
+    plot = args.plot or (output.with_suffix(".png") if output is not None else None)
+    check_outputs([("--output", output), ("--plot", plot),
+                   ("--markdown", getattr(args, "markdown", None))], overwrite=args.overwrite)
+    return output, plot
+
+
+
+def _analysis_data(args: argparse.Namespace, splits: list[str]):
+    from tapt.data.sources import load_data
+
+    return load_data(args.data, args.config, splits, revision=args.revision,
+                     require_anchor=not args.lenient, allow_empty=args.lenient)
+
+
+def _model_options(args: argparse.Namespace):
+    from tapt.analysis.embed import ModelOptions
+
+    return ModelOptions(family=args.family, max_seq_length=args.max_seq_length,
+                        trust_remote_code=args.trust_remote_code, device=args.device,
+                        dtype=args.dtype, max_tokens_per_batch=args.max_tokens_per_batch,
+                        batch_size=args.batch_size, progress=terminal.show_progress(args))
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from tapt.analysis import plots
+    from tapt.analysis.compare import (
+        compare_results,
+        comparison_table,
+        frontier_figure,
+        markdown_table,
+        parse_assignments,
+    )
+
+    output, plot = _analysis_files(args)
+    comparison = compare_results(args.results, kinds=parse_assignments(args.kind, "--kind"),
+                                 corpus_labels=parse_assignments(args.corpus, "--corpus"),
+                                 latency=args.latency, baseline=args.baseline,
+                                 test_metric=args.metric, n_resamples=args.resamples,
+                                 seed=args.seed)
+    terminal.console.print(comparison_table(comparison, args.metric))
+    if output is not None:
+        atomic_write_json(output, comparison.to_dict(args.metric))
+        terminal.console.print(f"comparison written to {output}")
+    if plot is not None:
+        plots.save(frontier_figure(comparison, args.metric), plot)
+        terminal.console.print(f"frontier plot written to {plot}")
+    if args.markdown is not None:
+        atomic_write_text(args.markdown, markdown_table(comparison, args.metric))
+        terminal.console.print(f"Markdown table written to {args.markdown}")
+    return 0
+
+
+def _named_models(values: list[str]) -> dict[str, str]:
+    """``--model [NAME=]MODEL`` values as {name: model}; names must differ."""
+    from tapt.analysis.embed import labelled
+
+    models = dict(map(labelled, values))
+    if len(models) != len(values):
+        raise ValueError(f"--model names must differ: {values}")
+    return models
+
+
+def _show_and_save(table, data: dict, output: Path, figure, plot: Path, what: str) -> None:
+    """Print an analysis table, write its JSON and its figure, say where."""
+    from tapt.analysis import plots
+
+    terminal.console.print(table)
+    atomic_write_json(output, data)
+    plots.save(figure, plot)
+    terminal.console.print(f"{what} written to {output}, plot to {plot}")
+
+
+def cmd_ablate(args: argparse.Namespace) -> int:
+    from functools import partial
+
+    from tapt.analysis.ablation import ablation_figure, ablation_table, corpus_size_ablation
+    from tapt.analysis.embed import load_model
+
+    output, plot = _analysis_files(args)
+    models = _named_models(args.model)
+    options = _model_options(args)
+    dataset = _analysis_data(args, [args.split])
+    result = corpus_size_ablation(
+        [partial(load_model, model, options, top_k=args.top_k) for model in models.values()],
+        dataset, args.split, fractions=args.fractions, seed=args.seed,
+        batch_size=args.batch_size, top_k=args.top_k, with_title=not args.no_title,
+        names=list(models), on_model=lambda name: terminal.console.print(f"[bold]{name}[/bold]"))
+    _show_and_save(ablation_table(result), result.to_dict(), output,
+                   ablation_figure(result), plot, "ablation")
+    return 0
+
+
+def cmd_analyze(args: argparse.Namespace) -> int:
+    from tapt.analysis.embed import labelled, load_encoder
+    from tapt.analysis.geometry import analyze_geometry, geometry_figure, geometry_table
+
+    output, plot = _analysis_files(args)
+    dataset = _analysis_data(args, [args.split])
+    name, model = labelled(args.model)
+    encoder = load_encoder(model, _model_options(args))
+    distractors = None if args.fraction is not None else (
+        1000 if args.distractors is None else args.distractors)
+    geometry = analyze_geometry(encoder, dataset, args.split, distractors=distractors,
+                                fraction=args.fraction, seed=args.seed,
+                                random_per_query=args.random_per_query, pairs=args.pairs,
+                                batch_size=args.batch_size, with_title=not args.no_title,
+                                name=name)
+    _show_and_save(geometry_table(geometry), geometry.to_dict(), output,
+                   geometry_figure(geometry), plot, "geometry")
+    return 0
+
+
+def cmd_probe(args: argparse.Namespace) -> int:
+    from functools import partial
+
+    from tapt.analysis.embed import load_encoder
+    from tapt.analysis.probes import probe_figure, probe_table, read_labels, run_probes
+    from tapt.data.sources import config_name
+
+    output, plot = _analysis_files(args)
+    models = _named_models(args.model)
+    dataset = _analysis_data(args, [])
+    folder = Path(args.data)
+    config = config_name(args.config)
+    if config and (folder / config).is_dir():
+        folder = folder / config
+    labels = read_labels(folder, args.label or ["domain", "class"])
+    options = _model_options(args)
+    result = run_probes({name: partial(load_encoder, model, options)
+                         for name, model in models.items()},
+                        dataset, labels, test_size=args.test_size, seed=args.seed,
+                        max_passages=args.max_passages, batch_size=args.batch_size,
+                        with_title=not args.no_title,
+                        on_model=lambda name: terminal.console.print(f"[bold]{name}[/bold]"))
+    _show_and_save(probe_table(result), result.to_dict(), output, probe_figure(result), plot,
+                   "probes")
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from tapt.analysis.report import build_report, history_table, write_report
+
+    output = args.output or args.run_dir / "report.md"
+    check_outputs([("--output", output)])  # replaced, as are the curve and data beside it
+    bm25 = None if args.no_bm25 else (args.bm25 or "compute")
+    report = build_report(args.run_dir, bm25=bm25, plots=args.plot)
+    terminal.console.print(history_table(report))
+    markdown, curve, data = write_report(report, output)
+    terminal.console.print(f"report written to {markdown} (dev curve {curve}, data {data})")
+    return 0
+
+
+COMMANDS = {"compare": cmd_compare, "ablate": cmd_ablate, "analyze": cmd_analyze,
+            "probe": cmd_probe, "report": cmd_report}

@@ -1,0 +1,141 @@
+"""``tapt data``: validate a BEIR folder, count its judgments and passage lengths, or
+generate a FormBench-like dataset. The data loaders are imported inside the handler."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from tapt.cli import terminal
+from tapt.cli.options import (
+    add_relevance_arg,
+    check_folder,
+    non_negative_int,
+    positive_int,
+    seed,
+)
+from tapt.data.beir import SPLITS
+
+
+def add_parsers(commands) -> None:
+    """``tapt data validate | stats | synth``."""
+    data = commands.add_parser("data", help="validate, describe or generate BEIR datasets")
+    data_commands = data.add_subparsers(dest="data_command", required=True, metavar="ACTION",
+                                        help="what to do with a dataset")
+    validate = data_commands.add_parser("validate", help="check a BEIR folder")
+    stats = data_commands.add_parser("stats", help="counts per split and tier, passage lengths")
+    for parser in (validate, stats):
+        parser.add_argument("folder", type=Path,
+                            help="BEIR folder: corpus.jsonl, queries.jsonl, qrels/SPLIT.tsv")
+        parser.add_argument("--splits", nargs="+", default=None, metavar="SPLIT",
+                            help="qrels splits to read (default: those with a "
+                                 "qrels/SPLIT.tsv file, of train, dev, test)")
+        parser.add_argument("--lenient", action="store_true",
+                            help="accept empty passages and queries without an anchor")
+        add_relevance_arg(parser)
+    stats.add_argument("--tokenizer", default=None,
+                       help="model whose tokenizer counts tokens (default: whitespace words)")
+    synth = data_commands.add_parser("synth", help="generate a FormBench-like BEIR dataset")
+    synth.add_argument("out", type=Path, metavar="OUT",
+                       help="folder to write (refused when it already holds a dataset)")
+    synth.add_argument("--queries", type=positive_int, default=600,
+                       help="queries over all splits (80%% train, 10%% dev, 10%% test)")
+    synth.add_argument("--distractors", type=non_negative_int, default=2000,
+                       help="unjudged passages added to the corpus")
+    synth.add_argument("--variant", choices=("random", "structured"), default="structured",
+                       help="corpus style, as FormBench's configs: structured (C1) or "
+                            "random (C0)")
+    synth.add_argument("--seed", type=seed, default=0, help="seed of the generator")
+
+
+def cmd_data(args: argparse.Namespace) -> int:
+    from rich.table import Table
+
+    from tapt.data.beir import load_beir_folder
+
+    if args.data_command == "synth":
+        from tapt.data.synth import synthesize
+
+        check_folder("OUT", args.out)
+        summary = synthesize(args.out, queries=args.queries, distractors=args.distractors,
+                             variant=args.variant, seed=args.seed)
+        table = Table(title=f"wrote {args.out} ({summary.variant}, seed {summary.seed})")
+        table.add_column("what")
+        table.add_column("value", justify="right")
+        for label, counts in (("queries per split", summary.queries_per_split),
+                              ("queries per mode", summary.queries_per_mode),
+                              ("passages per kind", summary.passages_per_kind)):
+            table.add_row(label, ", ".join(f"{k} {v:,}" for k, v in counts.items()))
+        table.add_row("corpus size", f"{summary.corpus_size:,}")
+        table.add_row("mean Jaccard: hard / soft negative",
+                      f"{summary.mean_hard_jaccard:.3f} / {summary.mean_soft_jaccard:.3f}")
+        table.add_row("hard negatives reusing a chemical in another role",
+                      f"{summary.role_swap_share:.1%}")
+        terminal.console.print(table)
+        return 0
+    splits = args.splits or present_splits(args.folder)
+    dataset = load_beir_folder(args.folder, splits, require_anchor=not args.lenient,
+                               allow_empty=args.lenient, relevant_from=args.relevant_from)
+    if args.data_command == "validate":
+        absent = [split for split in SPLITS if split not in splits]
+        terminal.console.print(
+            f"[green]ok[/green] {args.folder}: {len(dataset.corpus):,} passages, "
+            f"{len(dataset.queries):,} queries; checked splits "
+            + ", ".join(f"{s} ({len(q):,})" for s, q in dataset.qrels.items())
+            + (f" ({'not asked for' if args.splits else 'no qrels file'}: {', '.join(absent)})"
+               if absent else "")
+            + f"; relevance rule {dataset.rule.describe()}")
+        return 0
+    from tapt.data.stats import (
+        length_percentiles,
+        tier_counts,
+        tokenizer_counter,
+        whitespace_counter,
+    )
+
+    counts = tier_counts(dataset)
+    columns = sorted({key for row in counts.values() for key in row}, key=_column_order)
+    table = Table(title=f"{args.folder}: judgments per split and tier")
+    table.add_column("split")
+    for column in columns:
+        table.add_column(column, justify="right")
+    for split, row in counts.items():
+        table.add_row(split, *(f"{row.get(column, 0):,}" for column in columns))
+    terminal.console.print(table)
+    if args.tokenizer:
+        from transformers import AutoTokenizer
+
+        from tapt.encoders.loading import resolve_model_path
+
+        counter, unit = tokenizer_counter(AutoTokenizer.from_pretrained(
+            resolve_model_path(args.tokenizer))), f"tokens ({args.tokenizer})"
+    else:
+        counter, unit = whitespace_counter, "whitespace words"
+    texts = [passage.as_text() for passage in dataset.corpus.values()]
+    lengths = length_percentiles(texts, counter)
+    table = Table(title=f"passage length in {unit}, {len(texts):,} passages")
+    for key in lengths:
+        table.add_column(key, justify="right")
+    table.add_row(*(f"{value:,.0f}" for value in lengths.values()))
+    terminal.console.print(table)
+    return 0
+
+
+def present_splits(folder: Path) -> list[str]:
+    """The splits of ``folder`` with a ``qrels/SPLIT.tsv`` entry (loading refuses one that
+    is not a file), in SPLITS order; all of them when there is none (then loading names the
+    first missing file)."""
+    qrels = folder / "qrels"
+    present = [split for split in SPLITS
+               if (qrels / f"{split}.tsv").exists() or (qrels / f"{split}.tsv").is_symlink()]
+    return present or list(SPLITS)
+
+
+def _column_order(name: str) -> tuple[int, str]:
+    order = ["queries", "judgments", "anchor", "hard negative", "soft negative"]
+    if name.startswith("relevant"):  # the BEIR rule's "relevant (grade N)"
+        return (order.index("anchor"), name)
+    return (order.index(name) if name in order else len(order), name)
+
+
+COMMANDS = {"data": cmd_data}

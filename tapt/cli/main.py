@@ -1,0 +1,103 @@
+"""The ``tapt`` entry point: the parser of every command, and the dispatch that turns
+tapt's errors into one ``error: ...`` line and an exit code."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from rich.markup import escape
+
+from tapt.cli import analysis, data, hub, retrieval, terminal, training
+from tapt.cli.options import CommandParser
+from tapt.data.beir import DataError
+
+logger = logging.getLogger("tapt")
+GROUPS = (data, retrieval, training, hub, analysis)
+"""The command modules, in the order their commands are listed in ``tapt --help``."""
+
+COMMANDS = {name: handler for group in GROUPS for name, handler in group.COMMANDS.items()}
+"""Command name -> handler(args) -> exit code."""
+
+DESCRIPTION = ("tapt: contrastive fine-tuning and exact retrieval evaluation of text-embedding\n"
+               "models. Each command parses its options, calls the library and prints.")
+
+
+def version() -> str:
+    """tapt's installed version (the package metadata), else the source tree's."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as installed
+
+    try:
+        return installed("tapt")
+    except PackageNotFoundError:
+        from tapt import __version__
+
+        return __version__
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = CommandParser(prog="tapt", description=DESCRIPTION)
+    parser.add_argument("--version", action="version", version=f"tapt {version()}",
+                        help="print tapt's version and exit")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                                     help="one of the commands below; tapt COMMAND --help "
+                                          "for its options")
+    for group in GROUPS:
+        group.add_parsers(commands)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    # argparse stops filling the overrides at the first option; accept key=value after it.
+    if extra and args.command in ("train", "dapt") and all("=" in e and not e.startswith("-")
+                                                           for e in extra):
+        args.overrides += extra
+    elif extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    from rich.logging import RichHandler
+
+    quiet = getattr(args, "quiet", False)
+    level = logging.DEBUG if args.verbose else logging.WARNING if quiet else logging.INFO
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
+                        format="%(message)s",
+                        handlers=[RichHandler(show_path=False, level=level,
+                                              console=terminal.log_console())])
+    logger.setLevel(level)  # --quiet: warnings and errors only
+    from tapt.redaction import install_log_redaction, redact
+
+    install_log_redaction()
+    from tapt.hub.errors import PushFailed
+    from tapt.training.errors import NonFiniteTrainingError
+
+    console = terminal.console
+    try:
+        with terminal.hub_bars_off(quiet):
+            return COMMANDS[args.command](args)
+    except (DataError, OSError, ValueError) as err:
+        console.print(f"[red]error:[/red] {escape(redact(str(err)))}", highlight=False,
+                      soft_wrap=True)  # paths in messages stay whole for copy and paste
+        return 2
+    except NonFiniteTrainingError as err:
+        console.print(f"[red]training stopped:[/red] {escape(redact(str(err)))}",
+                      highlight=False, soft_wrap=True)
+        return 3
+    except PushFailed as err:  # the end-of-run push of a recipe's hub section
+        console.print(f"[red]push failed:[/red] {escape(redact(str(err)))} (the export is kept; "
+                      "push it again with tapt push)", highlight=False, soft_wrap=True)
+        return 1
+    except KeyboardInterrupt as err:  # Ctrl-C: one line, no traceback, exit 130 (128 + SIGINT)
+        import shlex
+
+        command = "tapt " + shlex.join(sys.argv[1:] if argv is None else argv)
+        line = err.message(command) if hasattr(err, "message") else "interrupted"
+        console.print(escape(redact(line)), highlight=False, soft_wrap=True)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,248 @@
+"""What the ``tapt`` commands share in their options, and what they check before they load
+anything.
+
+- The argparse number types: every numeric flag of every command uses one of
+  :data:`NUMBER_TYPES`, built from :mod:`tapt.bounds`, so ``--batch-size 0``, ``--k1 nan`` or
+  ``--rrf-k inf`` stop at parsing with ``argument --k1: must be ...`` (exit code 2).
+- :func:`check_outputs`: every output path a command will write is checked before the
+  model or the data loads (an existing file without ``--overwrite``, a folder in the way,
+  a parent that is a file, a folder that cannot be written).
+- The option groups several commands declare (data source, model loading, analysis
+  outputs) and the help formatter of every parser.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from tapt import bounds
+from tapt.data.beir import SPLITS
+from tapt.encoders.precision import DTYPE_NAMES
+from tapt.encoders.presets import registered_families
+
+
+def number_type(bound: bounds.Bound, name: str, *, none: str | None = None) -> Callable:
+    """An argparse ``type`` for ``bound``; ``none``: a word (e.g. ``none``) that means None."""
+
+    def parse(text: str):
+        if none is not None and text.strip().lower() == none:
+            return None
+        try:
+            return bound.parse(text, "value")
+        except ValueError:
+            extra = f" or '{none}'" if none is not None else ""
+            raise argparse.ArgumentTypeError(
+                f"must be {bound.description}{extra}, got {text!r}") from None
+
+    parse.__name__ = name  # argparse names the type in some of its messages
+    parse.bound = bound  # type: ignore[attr-defined]
+    return parse
+
+
+positive_int = number_type(bounds.POSITIVE_INT, "positive_int")
+non_negative_int = number_type(bounds.NON_NEGATIVE_INT, "non_negative_int")
+seed = number_type(bounds.SEED, "seed")
+positive_float = number_type(bounds.POSITIVE_FLOAT, "positive_float")
+non_negative_float = number_type(bounds.NON_NEGATIVE_FLOAT, "non_negative_float")
+fraction = number_type(bounds.FRACTION, "fraction")
+open_fraction = number_type(bounds.OPEN_FRACTION, "open_fraction")
+margin_or_none = number_type(bounds.MARGIN, "margin_or_none", none="none")
+finite_float = number_type(bounds.FINITE_FLOAT, "finite_float")
+
+
+
+def relevant_from(text: str) -> int | str:
+    """``--relevant-from``: ``auto`` or a grade >= 1 (see
+    :func:`tapt.data.relevance.parse_relevant_from`)."""
+    from tapt.data.relevance import parse_relevant_from
+
+    try:
+        return parse_relevant_from(text.strip().lower())
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
+NUMBER_TYPES = (positive_int, non_negative_int, seed, positive_float, non_negative_float,
+                fraction, open_fraction, margin_or_none, finite_float, relevant_from)
+"""The only ``type=`` a numeric flag may have (a test walks the parser tree)."""
+
+
+def check_outputs(paths: Iterable[tuple[str, Path | None]], *, overwrite: bool = True) -> None:
+    """Refuse, before any work, outputs that could not be written at the end.
+
+    ``paths``: (flag, path) pairs; ``None`` paths are skipped. A missing parent folder is
+    fine (writers create it) when its nearest existing ancestor is a writable folder.
+    ``overwrite=False`` refuses existing files. Raises ``FileExistsError`` or
+    ``NotADirectoryError`` / ``IsADirectoryError`` / ``PermissionError`` naming the flag and
+    the path.
+    """
+    seen: dict[Path, str] = {}
+    for flag, path in paths:
+        if path is None:
+            continue
+        path = Path(path).expanduser()
+        key = Path(os.path.abspath(path))
+        if key in seen:
+            raise ValueError(f"{flag} {path}: the same file as {seen[key]}")
+        seen[key] = flag
+        if path.is_dir():
+            raise IsADirectoryError(f"{flag} {path}: is a folder; give a file name")
+        if path.exists() or path.is_symlink():
+            if not overwrite:
+                raise FileExistsError(f"{flag} {path}: exists; pass --overwrite to replace it")
+            if path.exists() and not os.access(path, os.W_OK):
+                raise PermissionError(f"{flag} {path}: exists and cannot be written")
+        check_folder(flag, path.parent, shown=path)
+
+
+def check_folder(flag: str, folder: Path, *, shown: Path | None = None) -> None:
+    """``folder`` exists and is writable, or can be created in its nearest existing
+    ancestor; else an error naming ``flag`` and ``shown`` (default: ``folder``)."""
+    shown = folder if shown is None else shown
+    ancestor = Path(os.path.abspath(Path(folder).expanduser()))
+    while not ancestor.exists() and ancestor != ancestor.parent:
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        raise NotADirectoryError(f"{flag} {shown}: {ancestor} is not a folder")
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        raise PermissionError(f"{flag} {shown}: cannot write in {ancestor}")
+
+
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter,
+                    argparse.RawDescriptionHelpFormatter):
+    """Help that ends each option with its default, unless the help already states it or
+    there is none to show (``None``, an off switch); descriptions are kept as written."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        default = action.default
+        if ("default" in text or not action.option_strings or default is None
+                or default is False or default is argparse.SUPPRESS):
+            return text
+        shown = " ".join(map(str, default)) if isinstance(default, list | tuple) else default
+        return f"{text} (default: {str(shown).replace('%', '%%')})"
+
+
+class CommandParser(argparse.ArgumentParser):
+    """The parser of ``tapt`` and of each of its commands (``add_subparsers`` makes its
+    sub-parsers of the same class): help with defaults (:class:`HelpFormatter`)."""
+
+    def __init__(self, *args, formatter_class=HelpFormatter, **kwargs) -> None:
+        super().__init__(*args, formatter_class=formatter_class, **kwargs)
+
+
+def family_help() -> str:
+    """``--family``'s help: the families registered when the parser is built."""
+    return (f"preset: {', '.join(registered_families())} (tapt.register_family adds one), "
+            "or auto (default: the preset a tapt export records, else from the model name)")
+
+
+def add_relevance_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--relevant-from", type=relevant_from, default="auto",
+                        metavar="auto|N",
+                        help="lowest grade that counts as relevant (binary metrics, training "
+                             "anchors): auto (default) is 3 when the qrels hold a grade >= 3 "
+                             "(FormBench: 3 anchor, 2 hard, 1 soft negative), else 1 (BEIR: "
+                             "grade >= 1 relevant)")
+
+
+def add_source_args(parser: argparse.ArgumentParser, *, split: str | None = "test",
+                    relevance: bool = True) -> None:
+    """Where the data comes from and how it is read: ``--data --config --revision``,
+    ``--split`` (unless ``split`` is None), ``--lenient``, ``--relevant-from`` (unless
+    ``relevance`` is false) and ``--no-title``."""
+    parser.add_argument("--data", required=True,
+                        help="local BEIR folder, or a Hub dataset id such as vinven7/FormBench")
+    parser.add_argument("--config", default=None,
+                        help="Hub config or subfolder: structured (C1), random (C0), sample")
+    parser.add_argument("--revision", default=None, help="Hub dataset revision (tag/commit)")
+    if split is not None:
+        parser.add_argument("--split", default=split, choices=SPLITS,
+                            help="qrels split to use")
+    parser.add_argument("--lenient", action="store_true",
+                        help="accept empty passages and queries without a relevant passage "
+                             "(public BEIR sets such as Cranfield); FormBench passes the "
+                             "strict checks")
+    if relevance:
+        add_relevance_arg(parser)
+    parser.add_argument("--no-title", action="store_true",
+                        help="encode passages without their title (default: title + ' ' + text)")
+
+
+def add_encoding_args(parser: argparse.ArgumentParser, *, device: bool = True) -> None:
+    """How a model is loaded and encodes: ``--family --max-seq-length --batch-size
+    --max-tokens-per-batch --dtype --trust-remote-code`` and ``--device`` (unless
+    ``device`` is false)."""
+    parser.add_argument("--family", default="auto", help=family_help())
+    parser.add_argument("--max-seq-length", type=positive_int, default=None,
+                        help="truncate texts to N tokens (default: the preset's)")
+    parser.add_argument("--batch-size", type=positive_int, default=32,
+                        help="texts per encoding batch")
+    parser.add_argument("--max-tokens-per-batch", type=positive_int, default=None,
+                        help="padded tokens per encoding batch (default: batch size x "
+                             "maximum sequence length)")
+    parser.add_argument("--dtype", choices=DTYPE_NAMES, default="auto",
+                        help="load and encode in this precision; auto: bfloat16 on a CUDA "
+                             "GPU that supports it, float32 elsewhere")
+    parser.add_argument("--trust-remote-code", action="store_true",
+                        help="allow the model's own code from the Hub (off by default)")
+    if device:
+        parser.add_argument("--device", default=None,
+                            help="torch device such as cuda:1 or cpu (default: a GPU when "
+                                 "there is one)")
+
+
+def add_data_args(parser: argparse.ArgumentParser, split_default: str = "test") -> None:
+    """``tapt eval`` and ``tapt bm25``: the data, the sub-corpus, the outputs."""
+    add_source_args(parser, split=split_default)
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--distractors", type=non_negative_int, default=None,
+                       help="sub-corpus: every judged passage of the split plus N distractors")
+    group.add_argument("--fraction", type=fraction, default=None,
+                       help="sub-corpus: judged passages plus this fraction of distractors")
+    parser.add_argument("--seed", type=seed, default=0, help="seed of the sub-corpus sample")
+    parser.add_argument("--top-k", type=positive_int, default=100,
+                        help="passages retrieved per query (recall@100 needs at least 100)")
+    parser.add_argument("--output", type=Path, default=None, help="write metrics as JSON")
+    parser.add_argument("--run", type=Path, default=None, help="write the TREC run file")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace existing --output/--run files")
+    add_quiet_arg(parser)
+
+
+def add_quiet_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--quiet", action="store_true",
+                        help="no progress bars and no info lines, only results and warnings")
+
+
+def add_model_options(parser: argparse.ArgumentParser, *, several: bool,
+                      bm25: bool = False) -> None:
+    """The analysis commands' ``--model [NAME=]MODEL`` and the encoding options."""
+    parser.add_argument("--model", required=True, action="append" if several else "store",
+                        metavar="[NAME=]MODEL",
+                        help="Hub id, local path, package:NAME/sub/path or openai:/voyage:"
+                             "MODEL, optionally labelled NAME=MODEL"
+                             + (" (repeat for several)" if several else "")
+                             + ("; bm25 for the lexical baseline" if bm25 else ""))
+    add_encoding_args(parser)
+
+
+def add_analysis_data(parser: argparse.ArgumentParser, *, split: bool = True,
+                      output: str = "results.json") -> None:
+    add_source_args(parser, split="test" if split else None, relevance=False)
+    parser.add_argument("--seed", type=seed, default=0, help="seed of every sample")
+    add_analysis_outputs(parser, required=True, example=output)
+    add_quiet_arg(parser)
+
+
+def add_analysis_outputs(parser: argparse.ArgumentParser, *, required: bool,
+                         example: str) -> None:
+    parser.add_argument("--output", type=Path, required=required, metavar=example.upper(),
+                        help=f"write the results as JSON (e.g. {example})")
+    parser.add_argument("--plot", type=Path, default=None,
+                        help="PNG path (default: --output with .png)")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace existing --output/--plot files")

@@ -1,0 +1,111 @@
+"""How ``tapt`` commands print: one console (so tests can swap it), its width, and when
+progress bars and info lines show.
+
+- Every printed line is redacted (:class:`tapt.redaction.RedactingConsole`).
+- On a terminal the console takes the terminal's width; piped or redirected (a log, a CI
+  job) it takes ``COLUMNS`` when set, else :data:`PIPED_WIDTH`, so tables are not cut
+  or wrapped at rich's default of 80 columns.
+- Progress bars show only on a terminal and never with ``--quiet``: tqdm's nested bars
+  write cursor-up codes (ESC [A) that garble a log.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from rich.console import Console
+
+from tapt.redaction import RedactingConsole
+
+PIPED_WIDTH = 200
+"""Console width when stdout is not a terminal and ``COLUMNS`` is not set."""
+
+
+def console_width(stream=None) -> int | None:
+    """The width to give a rich console writing to ``stream`` (default stdout): None (rich
+    measures the terminal, or reads ``COLUMNS``) on a terminal or with ``COLUMNS`` set,
+    else :data:`PIPED_WIDTH`."""
+    stream = sys.stdout if stream is None else stream
+    if os.environ.get("COLUMNS", "").strip().isdigit():
+        return None
+    try:
+        if stream.isatty():
+            return None
+    except (AttributeError, ValueError):  # a closed or unusual stream
+        pass
+    return PIPED_WIDTH
+
+
+def log_console() -> Console:
+    """The console of the log handler (stdout, as rich's default), as wide as
+    :data:`console`."""
+    return Console(width=console_width())
+
+
+def show_progress(args: argparse.Namespace) -> bool:
+    """Whether a command shows progress bars: not with ``--quiet``, and only when stderr
+    (where tqdm writes) is a terminal."""
+    if getattr(args, "quiet", False):
+        return False
+    try:
+        return sys.stderr.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+@contextmanager
+def hub_bars_off(off: bool) -> Iterator[None]:
+    """Inside, when ``off``: no huggingface_hub / transformers progress bars (downloads,
+    "Loading weights"); restored afterwards."""
+    if not off:
+        yield
+        return
+    from huggingface_hub.utils import (
+        are_progress_bars_disabled,
+        disable_progress_bars,
+        enable_progress_bars,
+    )
+
+    transformers_logging = None
+    if "transformers" in sys.modules:  # imported already: it keeps its own switch
+        from transformers.utils import logging as transformers_logging
+    was_off = are_progress_bars_disabled()
+    was_on = transformers_logging is not None and transformers_logging.is_progress_bar_enabled()
+    disable_progress_bars()
+    if was_on:
+        transformers_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was_on:
+            transformers_logging.enable_progress_bar()  # turns the Hub's on too
+        (disable_progress_bars if was_off else enable_progress_bars)()
+
+
+def number(value: float) -> str:
+    """A table cell: whole numbers (token counts, 0/1 flags) as integers, others to three
+    decimals, both with thousands separators."""
+    if isinstance(value, bool):
+        return str(int(value))
+    if isinstance(value, int) or (isinstance(value, float) and value.is_integer()):
+        return f"{int(value):,}"
+    return f"{value:,.3f}"
+
+
+def figures_table(figures: dict[str, float], title: str = "Timings"):
+    """A rich table of throughput and latency figures, cells by :func:`number`."""
+    from rich.table import Table
+
+    table = Table(title=title)
+    table.add_column("figure")
+    table.add_column("value", justify="right")
+    for key, value in figures.items():
+        table.add_row(key, number(value))
+    return table
+
+
+console = RedactingConsole(width=console_width())

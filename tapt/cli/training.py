@@ -1,0 +1,234 @@
+"""``tapt train`` (TAPT), ``tapt dapt``, ``tapt merge``, ``tapt validate`` and ``tapt
+recipe schema``. The training code (torch, transformers, peft) is imported inside the
+handlers, after the recipe has loaded, so a missing recipe or a bad key fails at once."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from rich.markup import escape
+
+from tapt.cli import terminal
+from tapt.cli.options import (
+    add_quiet_arg,
+    add_relevance_arg,
+    check_folder,
+    family_help,
+    fraction,
+    non_negative_int,
+    positive_int,
+    seed,
+)
+from tapt.encoders.precision import DTYPE_NAMES
+
+
+def add_parsers(commands) -> None:
+    """``tapt train``, ``tapt dapt``, ``tapt merge``, ``tapt validate``, ``tapt recipe``."""
+    train = commands.add_parser("train", help="TAPT: train on a recipe, keep the best dev "
+                                              "checkpoint, export it")
+    train.add_argument("recipe", type=Path, help="recipe YAML, e.g. recipes/quickstart.yaml")
+    train.add_argument("overrides", nargs="*", metavar="key=value",
+                       help="dotted overrides, e.g. training.learning_rate=1e-5")
+    train.add_argument("--test", action="store_true",
+                       help="evaluate zero-shot and trained models on the test split")
+    train.add_argument("--overwrite", action="store_true",
+                       help="output_dir holds another or a finished run: move it aside "
+                            "(OUTPUT.old-TIMESTAMP) and start anew; nothing is deleted")
+
+    dapt = commands.add_parser("dapt", help="DAPT: continued pretraining (mlm or simcse) on "
+                                            "corpus passages, exported for tapt train")
+    dapt.add_argument("recipe", type=Path, help="DAPT recipe YAML (objective: mlm or simcse)")
+    dapt.add_argument("overrides", nargs="*", metavar="key=value",
+                      help="dotted overrides, e.g. objective.name=simcse")
+    dapt.add_argument("--overwrite", action="store_true",
+                      help="move a folder holding another or a finished run aside")
+    _add_merge_parser(commands)
+
+    check = commands.add_parser("validate", help="check recipes without loading models")
+    check.add_argument("recipes", type=Path, nargs="+", metavar="RECIPE",
+                       help="recipe YAML files (one with an objective section is a DAPT recipe)")
+    recipe = commands.add_parser("recipe", help="recipe keys: tapt recipe schema [--kind dapt]")
+    recipe_commands = recipe.add_subparsers(dest="recipe_command", required=True,
+                                            metavar="ACTION", help="what to show")
+    recipe_commands.add_parser("schema", help="every recipe key: type, default, help").add_argument(
+        "--kind", choices=["tapt", "dapt"], default="tapt", help="tapt train or tapt dapt recipes")
+
+
+def _add_merge_parser(commands) -> None:
+    from tapt.retrieval.metrics import METRIC_KEYS
+
+    merge = commands.add_parser(
+        "merge", help="average the weights of models of one architecture into a new export "
+                      "(e.g. a fine-tuned model with its base, against forgetting)")
+    merge.add_argument("models", nargs="+", metavar="MODEL",
+                       help="two or more: Hub id, folder (e.g. runs/x/final) or "
+                            "package:NAME/sub/path; tokenizer, pooling and prompts are the "
+                            "first one's")
+    merge.add_argument("--output", type=Path, required=True,
+                       help="folder of the merged model (must not exist)")
+    merge.add_argument("--weights", type=fraction, nargs="+", default=None, metavar="W",
+                       help="one weight per model, in order, summing to 1 (default: equal)")
+    merge.add_argument("--overwrite", action="store_true",
+                       help="replace --output when it is a tapt export")
+    merge.add_argument("--family", default="auto", help=family_help())
+    merge.add_argument("--trust-remote-code", action="store_true",
+                       help="allow the models' own code from the Hub (off by default)")
+    merge.add_argument("--export-dtype", choices=("float32", "bfloat16", "float16"),
+                       default="float32", help="dtype of the saved weights (default float32)")
+    pick = merge.add_argument_group(
+        "picking the weight on dev (two models: put the fine-tuned one first)")
+    pick.add_argument("--pick-on-dev", default=None, metavar="DATA",
+                      help="BEIR folder or Hub dataset id: evaluate each --grid weight on its "
+                           "dev split as tapt eval does and keep the best")
+    pick.add_argument("--grid", type=fraction, nargs="+", default=None, metavar="W",
+                      help="weights of the first model to try (the second gets 1 - W; "
+                           "default: 0 0.25 0.5 0.75 1)")
+    pick.add_argument("--metric", choices=METRIC_KEYS, default="binary_ndcg@10",
+                      help="dev metric that picks (ties: the larger weight on the first model)")
+    pick.add_argument("--config", default=None, help="Hub config or subfolder")
+    pick.add_argument("--revision", default=None, help="Hub dataset revision")
+    pick.add_argument("--lenient", action="store_true",
+                      help="accept empty passages and queries without a relevant passage")
+    add_relevance_arg(pick)
+    pick.add_argument("--no-title", action="store_true", help="encode passages without title")
+    group = pick.add_mutually_exclusive_group()
+    group.add_argument("--distractors", type=non_negative_int, default=None,
+                       help="dev sub-corpus: every judged passage plus N distractors")
+    group.add_argument("--fraction", type=fraction, default=None,
+                       help="dev sub-corpus: judged passages plus this fraction of distractors")
+    pick.add_argument("--seed", type=seed, default=0, help="seed of the sub-corpus sample")
+    pick.add_argument("--batch-size", type=positive_int, default=32,
+                      help="texts per encoding batch")
+    pick.add_argument("--max-tokens-per-batch", type=positive_int, default=None,
+                      help="padded tokens per encoding batch (default: batch size x maximum "
+                           "sequence length)")
+    pick.add_argument("--dtype", choices=DTYPE_NAMES, default="auto",
+                      help="encoding precision (auto: bfloat16 on a CUDA GPU, else float32)")
+    pick.add_argument("--device", default=None,
+                      help="torch device such as cuda:1 or cpu (default: a GPU when there is one)")
+    add_quiet_arg(pick)
+
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from tapt.recipe import load_recipe
+
+    recipe = load_recipe(args.recipe, args.overrides)
+    # imported once the recipe is valid: training pulls in torch, transformers and peft
+    # (seconds), which a missing recipe or a bad key must not wait for
+    from tapt.retrieval.evaluate import metrics_table
+    from tapt.training.contrastive import train
+
+    result = train(recipe, run_test=args.test, overwrite=args.overwrite)
+    if result.final_dir is None:  # not the main process
+        return 0
+    terminal.console.print(metrics_table(result.summary, title=f"{args.recipe.name}: TAPT results"))
+    terminal.console.print(f"model exported to {result.final_dir}")
+    return 0
+
+
+def cmd_dapt(args: argparse.Namespace) -> int:
+    from rich.table import Table
+
+    from tapt.recipe import load_recipe
+    from tapt.retrieval.metrics import METRIC_KEYS
+
+    recipe = load_recipe(args.recipe, args.overrides, kind="dapt")
+    from tapt.training.dapt import dapt  # torch, transformers: only once the recipe is valid
+
+    result = dapt(recipe, overwrite=args.overwrite)
+    if result.final_dir is None:  # not the main process
+        return 0
+    table = Table(title=f"{args.recipe.name}: DAPT ({recipe.objective.name}), held-out loss "
+                        "and zero-shot dev retrieval at each save")
+    columns = ["step", "held-out loss"] + (["perplexity"] if recipe.objective.name == "mlm"
+                                           else []) + list(METRIC_KEYS)
+    for column in columns:
+        table.add_column(column, justify="right")
+    keys = ["heldout_loss"] + (["perplexity"] if recipe.objective.name == "mlm" else []) \
+        + list(METRIC_KEYS)
+    for entry in result.history:
+        table.add_row(str(entry["step"]), *(f"{entry[key]:.4f}" if isinstance(
+            entry.get(key), float) else "-" for key in keys))
+    terminal.console.print(table)
+    terminal.console.print(f"model exported to {result.final_dir}; start TAPT from it with "
+                           f"model.name: {result.final_dir}")
+    return 0
+
+
+def cmd_merge(args: argparse.Namespace) -> int:
+    from rich.table import Table
+
+    from tapt.retrieval.metrics import METRIC_KEYS
+    from tapt.training.merge import DEFAULT_GRID, DevSettings, MergeError, check_request, merge
+    from tapt.training.merge_export import check_merge_output
+
+    if args.grid is not None and args.pick_on_dev is None:
+        raise MergeError("--grid needs --pick-on-dev")
+    grid = (args.grid or list(DEFAULT_GRID)) if args.pick_on_dev else None
+    check_request(len(args.models), args.weights, grid)
+    check_merge_output(args.output, args.models, overwrite=args.overwrite)
+    check_folder("--output", args.output.parent, shown=args.output)
+    dev = None
+    if args.pick_on_dev:
+        from tapt.data.sources import load_data
+        from tapt.data.subcorpus import subcorpus_ids
+
+        dataset = load_data(args.pick_on_dev, args.config, ["dev"], revision=args.revision,
+                            require_anchor=not args.lenient, allow_empty=args.lenient,
+                            relevant_from=args.relevant_from)
+        dev = DevSettings(dataset, grid=grid, metric=args.metric,
+                          corpus_ids=subcorpus_ids(dataset, "dev", distractors=args.distractors,
+                                                   fraction=args.fraction, seed=args.seed),
+                          with_title=not args.no_title, batch_size=args.batch_size,
+                          max_tokens_per_batch=args.max_tokens_per_batch, dtype=args.dtype,
+                          device=args.device, progress=terminal.show_progress(args))
+    result = merge(args.models, args.output, weights=args.weights, dev=dev, family=args.family,
+                   trust_remote_code=args.trust_remote_code, overwrite=args.overwrite,
+                   export_dtype=args.export_dtype)
+    if result.selection is not None:
+        selection = result.selection
+        table = Table(title=f"dev metrics by weight of {args.models[0]} ({args.models[1]} gets "
+                            f"1 - w); picked on {selection.metric}")
+        table.add_column("weight", justify="right")
+        for key in METRIC_KEYS:
+            table.add_column(key, justify="right")
+        table.add_column("")
+        for point in selection.points:
+            table.add_row(f"{point.weight:g}", *(f"{point.metrics[k]:.4f}" for k in METRIC_KEYS),
+                          "picked" if point.weight == selection.picked else "")
+        terminal.console.print(table)
+    shown = ", ".join(f"{weight:g}" for weight in result.weights)
+    terminal.console.print(f"merged model (weights {shown}) written to {result.output}",
+                           highlight=False, soft_wrap=True)
+    return 0
+
+
+
+def cmd_recipe(args: argparse.Namespace) -> int:
+    from tapt.recipe import describe_schema
+    from tapt.recipe_keys import format_rows
+
+    print(format_rows(describe_schema(args.kind)))  # plain text: no wrapping, for grep
+    return 0
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    from tapt.recipe import DaptRecipe, RecipeError, check_recipe, load_recipe
+
+    failed = 0
+    for path in args.recipes:
+        try:
+            recipe = load_recipe(path, kind="auto")
+            if not isinstance(recipe, DaptRecipe):
+                check_recipe(recipe)
+            terminal.console.print(f"[green]ok[/green] {path}")
+        except RecipeError as err:
+            terminal.console.print(f"[red]error:[/red] {escape(str(err))}", highlight=False)
+            failed += 1
+    return 2 if failed else 0
+
+
+COMMANDS = {"train": cmd_train, "dapt": cmd_dapt, "merge": cmd_merge,
+            "validate": cmd_validate, "recipe": cmd_recipe}
