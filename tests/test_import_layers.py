@@ -38,12 +38,7 @@ ALLOWED_UPWARD = {
 }
 """(importer, imported) pairs allowed to point upwards, with the reason."""
 
-KNOWN_HIDDEN_CYCLES = {
-    frozenset({"tapt.training.merge", "tapt.training.merge_export"}):
-        "training/ is being split by its owner: merge.py imports merge_export inside a "
-        "function (to export), merge_export imports merge's errors at module top; remove "
-        "this entry once the two no longer import each other",
-}
+KNOWN_HIDDEN_CYCLES: dict[frozenset, str] = {}
 """Cycles that only function-level imports close (still a hidden circle), with the reason."""
 
 

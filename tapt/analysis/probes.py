@@ -23,56 +23,24 @@ Example::
 
 from __future__ import annotations
 
-import os
 import random
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 
 from tapt.analysis import plots
 from tapt.analysis.embed import embed, materialize, unit_rows
 from tapt.bounds import OPEN_FRACTION, POSITIVE_INT, SEED, check_optional
-from tapt.data.beir import BeirDataset, DataError, iter_jsonl
+from tapt.data.beir import BeirDataset
+from tapt.data.labels import read_labels  # noqa: F401 (moved there; importable here)
 from tapt.encoders.base import Encoder
 
 # scikit-learn (the probes) and rich (the table) are imported where used: importing
 # tapt.analysis must not import them.
 
 PROBE_METRICS = ("accuracy", "macro_f1", "v_measure")
-
-
-def read_labels(folder: str | os.PathLike, fields: Sequence[str]) -> dict[str, dict[str, str]]:
-    """``{field: {doc id: label}}`` from a local ``corpus.jsonl`` (in ``folder``).
-
-    A passage without a label for a field is left out of that field; a field no passage
-    has is an error naming the fields that exist.
-    """
-    path = Path(folder)
-    path = path / "corpus.jsonl" if path.is_dir() else path
-    if not path.is_file():
-        raise DataError(path, "labels are read from a local corpus.jsonl; file not found")
-    labels: dict[str, dict[str, str]] = {f: {} for f in fields}
-    seen: set[str] = set()
-    for line, record in iter_jsonl(path):
-        nested = record.get("labels")
-        if nested is not None and not isinstance(nested, dict):
-            raise DataError(path, "expected an object of label fields", line, "labels")
-        nested = nested or {}
-        seen.update(nested)
-        for name in fields:
-            value = nested.get(name, record.get(name) if name not in ("_id", "text", "title")
-                               else None)
-            if value is not None and value != "":
-                labels[name][str(record.get("_id"))] = str(value)
-    empty = [name for name, found in labels.items() if not found]
-    if empty:
-        raise DataError(path, f"no passage has label field(s) {', '.join(empty)}; fields "
-                              f"found under 'labels': {', '.join(sorted(seen)) or 'none'} "
-                              "(tapt data synth writes domain and class)")
-    return labels
 
 
 def probe_passages(labels: Mapping[str, Mapping[str, str]], corpus_ids: Sequence[str], *,

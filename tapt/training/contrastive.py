@@ -96,18 +96,23 @@ def dataset_columns(rows) -> list[str]:
 
 
 def training_arguments(recipe: Recipe, run: RunDir, resuming: bool,
-                       prompts: dict[str, str] | None = None):
+                       prompts: dict[str, str] | None = None,
+                       groups: list[str] | None = None):
     """sentence-transformers' arguments: the shared ones, best checkpoint on the dev metric,
-    NO_DUPLICATES batches, per-column prompts."""
+    NO_DUPLICATES batches (or, with ``groups``, batches from one group:
+    :mod:`tapt.training.grouped_batches`), per-column prompts."""
     from sentence_transformers import SentenceTransformerTrainingArguments
     from sentence_transformers.base.sampler import BatchSamplers
+
+    from tapt.training.grouped_batches import grouped_batch_sampler
 
     return SentenceTransformerTrainingArguments(
         **common_arguments(recipe, run.checkpoints, resuming),
         load_best_model_at_end=True,
         metric_for_best_model=f"eval_{EVAL_NAME}_{recipe.eval.metric}",
         greater_is_better=True,
-        batch_sampler=BatchSamplers.NO_DUPLICATES,
+        batch_sampler=(grouped_batch_sampler(groups) if groups is not None
+                       else BatchSamplers.NO_DUPLICATES),
         prompts=prompts or None,
     )
 
@@ -148,11 +153,16 @@ def train_in(start: RunStart, recipe: Recipe, *, run_test: bool = False,
         from tapt.data.mined import read_mined
 
         mined = read_mined(recipe.data.mined_negatives, dataset, recipe.data.train_split)
+    from tapt.training.grouped_batches import group_of
+
+    grouping = group_of(dataset, recipe.data.batch_by)
     train_rows = build_training_rows(dataset, recipe.data.train_split,
                                      soft_negative=recipe.data.soft_negative,
                                      missing=recipe.data.missing_hard_negative,
                                      with_title=recipe.data.with_title, mined=mined,
-                                     mined_per_row=recipe.data.negatives_per_query)
+                                     mined_per_row=recipe.data.negatives_per_query,
+                                     group_of=grouping)
+    train_rows, groups = train_rows if grouping is not None else (train_rows, None)
     dev_ids = subcorpus_ids(dataset, recipe.data.dev_split,
                             distractors=recipe.data.dev_distractors, seed=recipe.data.dev_seed)
     from transformers import set_seed
@@ -179,7 +189,8 @@ def train_in(start: RunStart, recipe: Recipe, *, run_test: bool = False,
     # 3. The run's first write (recipe.yaml), then the trainer.
     run, resume_from = start.begin(recipe)
     args = training_arguments(recipe, run, resuming=resume_from is not None,
-                              prompts=column_prompts(model, dataset_columns(train_rows)))
+                              prompts=column_prompts(model, dataset_columns(train_rows)),
+                              groups=groups)
     trainer = TaptTrainer(model=model, args=args, train_dataset=train_rows, loss=loss,
                           evaluator=evaluator, callbacks=callbacks, guard=guard)
     trainer.data_collator = QueryIdsCollator(trainer.data_collator,

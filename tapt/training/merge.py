@@ -40,6 +40,8 @@ from typing import TYPE_CHECKING
 
 from tapt.bounds import FRACTION
 from tapt.retrieval.metrics import METRIC_KEYS
+from tapt.training.merge_export import check_merge_output, export_merge
+from tapt.training.merge_types import DevSelection, GridPoint, MergeError
 
 if TYPE_CHECKING:
     from tapt.data.beir import BeirDataset
@@ -49,10 +51,6 @@ DEFAULT_GRID = (0.0, 0.25, 0.5, 0.75, 1.0)
 """Weights of the first model tried by :func:`pick_on_dev` (the second gets 1 - w)."""
 TIE_TOLERANCE = 1e-9
 """Dev metrics this close are a tie (the same per-query values summed in another order)."""
-
-
-class MergeError(ValueError):
-    """Models that cannot be merged, or weights that cannot merge them."""
 
 
 # --- weights ------------------------------------------------------------------------------
@@ -210,33 +208,6 @@ def merge_into(target, states: Sequence[dict], weights: Sequence[float],
 
 # --- picking the weight on dev --------------------------------------------------------------
 
-@dataclass
-class GridPoint:
-    """One evaluated weight of the first model and its dev metrics."""
-
-    weight: float
-    metrics: dict[str, float]
-
-    @property
-    def weights(self) -> list[float]:
-        return [self.weight, 1.0 - self.weight]
-
-
-@dataclass
-class DevSelection:
-    """The dev grid, the metric it was picked on and the weight kept."""
-
-    points: list[GridPoint]
-    metric: str
-    picked: float
-    info: dict = field(default_factory=dict)
-    """What was evaluated: data, split, corpus size, number of queries."""
-
-    def to_dict(self) -> dict:
-        return {"metric": self.metric, "picked_weight": self.picked, **self.info,
-                "grid": [{"weights": point.weights, **point.metrics} for point in self.points]}
-
-
 def best_weight(points: Sequence[GridPoint], metric: str) -> float:
     """The weight with the highest ``metric``; ties (within :data:`TIE_TOLERANCE`) go to the
     larger weight on the first model (put the fine-tuned model first)."""
@@ -359,8 +330,6 @@ def merge(names: Sequence[str], output: str | Path, *, weights: Sequence[float] 
     ``output``: with ``weights`` (default equal), or, given ``dev``, with the two-model
     weight :func:`pick_on_dev` keeps. ``output`` must not exist unless ``overwrite`` (and
     then only a tapt export is replaced); it is checked before any model loads."""
-    from tapt.training.merge_export import check_merge_output, export_merge
-
     names = [str(name) for name in names]
     output = Path(output)
     weights = check_request(len(names), weights, None if dev is None else dev.grid)

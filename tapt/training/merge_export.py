@@ -22,7 +22,7 @@ from pathlib import Path
 
 from tapt.encoders.preset_record import RECORD_FILE, portable_model_name
 from tapt.retrieval.metrics import METRIC_KEYS
-from tapt.training.merge import DevSelection, MergeError
+from tapt.training.merge_types import DevSelection, MergeError
 
 MERGE_FILE = "merge.json"
 FORMULA = "merged[key] = sum_i weights[i] * tensor_i[key] (float64 accumulation, in the " \

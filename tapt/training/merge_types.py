@@ -1,0 +1,37 @@
+"""The errors and results of ``tapt merge`` that its merging and export steps share (one
+module below both, so that neither imports the other's)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+class MergeError(ValueError):
+    """Models that cannot be merged, or weights that cannot merge them."""
+
+
+@dataclass
+class GridPoint:
+    """One evaluated weight of the first model and its dev metrics."""
+
+    weight: float
+    metrics: dict[str, float]
+
+    @property
+    def weights(self) -> list[float]:
+        return [self.weight, 1.0 - self.weight]
+
+
+@dataclass
+class DevSelection:
+    """The dev grid, the metric it was picked on and the weight kept."""
+
+    points: list[GridPoint]
+    metric: str
+    picked: float
+    info: dict = field(default_factory=dict)
+    """What was evaluated: data, split, corpus size, number of queries."""
+
+    def to_dict(self) -> dict:
+        return {"metric": self.metric, "picked_weight": self.picked, **self.info,
+                "grid": [{"weights": point.weights, **point.metrics} for point in self.points]}
