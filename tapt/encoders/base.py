@@ -80,6 +80,12 @@ class Encoder(ABC):
         """Tokens the model will see for ``texts`` (after truncation), or None if unknown."""
         return None
 
+    def cache_key(self, kind: TextKind = "document") -> dict | None:
+        """Everything but the text that decides a ``kind`` embedding, for the on-disk
+        embedding cache (:mod:`tapt.retrieval.embedding_cache`); None (the default): this
+        encoder's embeddings are never cached."""
+        return None
+
     def encode_stream(self, texts: Sequence[str], kind: TextKind = "document",
                       batch_size: int = 32) -> Iterator[EncodedBatch]:
         """Embed ``texts`` batch by batch, in whatever order is fastest.
@@ -139,6 +145,13 @@ class TruncatedEncoder(Encoder):
 
     def count_tokens(self, texts: Sequence[str]) -> int | None:
         return self.inner.count_tokens(texts)
+
+    def close(self) -> None:
+        self.inner.close()
+
+    def cache_key(self, kind: TextKind = "document") -> dict | None:
+        inner = self.inner.cache_key(kind)
+        return None if inner is None else {**inner, "truncate_dim": self.dim}
 
     def encode_stream(self, texts: Sequence[str], kind: TextKind = "document",
                       batch_size: int = 32) -> Iterator[EncodedBatch]:

@@ -10,6 +10,7 @@ from tapt.bounds import POSITIVE_INT, check_optional
 from tapt.encoders import st_inference  # by module: tests replace supports_token_batching
 from tapt.encoders.base import EncodedBatch, Encoder, TextKind, collect_in_order
 from tapt.encoders.loading import ModelSpec, load_sentence_transformer
+from tapt.encoders.model_digest import model_key
 from tapt.encoders.precision import compute_context, dtype_name, resolve_dtype
 
 CPU_TOKEN_BUDGET = 4096
@@ -76,6 +77,21 @@ class SentenceTransformerEncoder(Encoder):
     def compute_dtype(self) -> str:
         """The dtype the forward pass runs in."""
         return self.dtype or dtype_name(next(self.model.parameters()).dtype)
+
+    def cache_key(self, kind: TextKind = "document") -> dict:
+        """The weights', tokenizer's and modules' digests plus the prompt, maximum length,
+        compute dtype and normalisation (computed once per encoder: hashing reads every
+        weight; a model trained further must get a new encoder)."""
+        if getattr(self, "_cache_keys", None) is None:
+            self._cache_keys: dict[str, dict] = {}
+        if kind not in self._cache_keys:
+            prompts = getattr(self.model, "prompts", None) or {}
+            self._cache_keys[kind] = model_key(
+                self.model, kind=kind, prompt=prompts.get(kind, ""),
+                max_length=self.model.max_seq_length, dtype=self.compute_dtype,
+                normalize=self.normalize, token_batching=st_inference.supports_token_batching(
+                    self.model))
+        return self._cache_keys[kind]
 
     def encode_stream(self, texts: Sequence[str], kind: TextKind = "document",
                       batch_size: int = 32) -> Iterator[EncodedBatch]:

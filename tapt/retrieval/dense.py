@@ -21,12 +21,15 @@ from tqdm.auto import tqdm
 from tapt.bounds import POSITIVE_INT
 from tapt.encoders.base import EncodedBatch, Encoder, TextKind
 from tapt.finite import NonFiniteEmbeddingsError, nonfinite_rows
+from tapt.retrieval.embedding_cache import EmbeddingCache
 from tapt.retrieval.metrics import Run
 from tapt.retrieval.search import ExactIndex, choose_backend, make_index
 from tapt.retrieval.sharding import all_reduce_sum, gather_rows, share, world
 
 EXAMPLES_SHOWN = 5
 """Ids named in a non-finite error."""
+CACHE_SHARD_ROWS = 65536
+"""Passages per embedding-cache shard written during an encode."""
 
 
 @dataclass
@@ -137,11 +140,17 @@ class DenseRetriever:
     ``batch_size`` and ``top_k`` are at least 1 (else a ``ValueError`` naming them).
     ``search_backend``: ``auto`` (faiss, or torch on a GPU that faiss cannot use), ``faiss``
     or ``torch``; ``search_storage``: ``float32`` or ``float16`` rows (torch only).
+    ``cache_dir``: reuse corpus embeddings from an on-disk
+    :class:`~tapt.retrieval.embedding_cache.EmbeddingCache` there and store the new ones
+    (encoders whose ``cache_key`` is None, e.g. API encoders with their own cache, and
+    multi-process runs skip it); ``cache_storage``: ``float32`` (hits equal a fresh encode)
+    or ``float16``.
     """
 
     def __init__(self, encoder: Encoder, *, batch_size: int = 32, top_k: int = 100,
                  use_gpu: bool | None = None, progress: bool = True,
-                 search_backend: str = "auto", search_storage: str = "float32") -> None:
+                 search_backend: str = "auto", search_storage: str = "float32",
+                 cache_dir: str | None = None, cache_storage: str = "float32") -> None:
         self.encoder = encoder
         self.batch_size = POSITIVE_INT.check(batch_size, "batch_size")
         self.top_k = POSITIVE_INT.check(top_k, "top_k")
@@ -151,6 +160,8 @@ class DenseRetriever:
         if search_storage not in ("float32", "float16"):
             raise ValueError(f"search_storage must be float32 or float16, got {search_storage!r}")
         self.search_storage = search_storage
+        self.cache_dir = cache_dir
+        self.cache_storage = cache_storage
 
     @property
     def name(self) -> str:
@@ -180,11 +191,26 @@ class DenseRetriever:
         start = time.perf_counter()
         bar = tqdm(total=len(corpus_texts), desc="encode corpus", unit="passage",
                    disable=not (self.progress and main))
-        for batch in stream_embeddings(encoder, corpus_texts, "document", self.batch_size,
+        cache = self._open_cache()
+        to_encode, misses = corpus_texts, None
+        if cache is not None:
+            cached, found = cache.get(corpus_texts)
+            if found.any():
+                hits = np.flatnonzero(found)
+                index.add(cached[hits])
+                order.append(hits)
+                bar.update(len(hits))
+            misses = np.flatnonzero(~found)
+            to_encode = [corpus_texts[i] for i in misses]
+        writer = CacheWriter(cache, corpus_texts)
+        for batch in stream_embeddings(encoder, to_encode, "document", self.batch_size,
                                        passages):
+            positions = batch.positions if misses is None else misses[batch.positions]
             index.add(batch.embeddings)
-            order.append(batch.positions)
+            order.append(positions)
+            writer.add(positions, batch.embeddings)
             bar.update(len(batch.positions))
+        writer.flush()
         bar.close()
         corpus_seconds = time.perf_counter() - start
         check_finite(passages, encoder.name, "passages", corpus_ids)
@@ -197,9 +223,50 @@ class DenseRetriever:
             add_pair_scores(run, index, row_ids, query_ids, query_embeddings, also_score)
         timings = throughput(len(corpus_texts), passages.tokens, corpus_seconds,
                              len(query_texts), query_seconds, search_seconds)
+        timings["corpus_from_cache"] = float(len(corpus_texts) - len(to_encode))
         timings["faiss_gpu"] = float(index.on_gpu and index.backend == "faiss")
         timings["search_gpu"] = float(index.on_gpu)
         return Retrieval(run=run, timings=timings, search_backend=index.backend)
+
+
+    def _open_cache(self):
+        """The embedding cache of this encoder's passages, or None (no ``cache_dir``, an
+        encoder without a cache key, or several processes)."""
+        if self.cache_dir is None or world()[1] > 1:
+            return None
+        key = self.encoder.cache_key("document")
+        if key is None:
+            return None
+        return EmbeddingCache(self.cache_dir, key, storage_dtype=self.cache_storage)
+
+
+class CacheWriter:
+    """Collects newly encoded passages and stores them in shards of at most
+    :data:`CACHE_SHARD_ROWS` rows as they come (memory stays bounded); rows of a batch with
+    a non-finite embedding are never stored."""
+
+    def __init__(self, cache, texts: Sequence[str]) -> None:
+        self.cache = cache
+        self.texts = texts
+        self.positions: list[np.ndarray] = []
+        self.rows: list[np.ndarray] = []
+        self.count = 0
+
+    def add(self, positions: np.ndarray, rows: np.ndarray) -> None:
+        if self.cache is None or len(nonfinite_rows(rows)):
+            return
+        self.positions.append(positions)
+        self.rows.append(rows)
+        self.count += len(positions)
+        if self.count >= CACHE_SHARD_ROWS:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.cache is None or not self.count:
+            return
+        positions = np.concatenate(self.positions)
+        self.cache.put([self.texts[i] for i in positions], np.concatenate(self.rows))
+        self.positions, self.rows, self.count = [], [], 0
 
 
 def throughput(passages: int, tokens: int | None, corpus_seconds: float, queries: int,

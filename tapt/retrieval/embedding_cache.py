@@ -4,8 +4,9 @@ One corpus encode of FormBench is ~1.3B tokens; every evaluation, ablation fract
 and mining pass of the same model would repeat it. The cache keeps embeddings as
 memory-mapped ``.npy`` shards under ``ROOT/<model key>/``: the model key is a digest of
 everything that changes an embedding except the text (weights, tokenizer, prompt, pooling,
-maximum length, dtype, normalisation: :func:`model_key`), and each row is found by a
-128-bit BLAKE2b digest of the exact text encoded. So C0 and C1 share the passages they have
+maximum length, dtype, normalisation: ``Encoder.cache_key``, built by
+:func:`tapt.encoders.model_digest.model_key`), and each row is found by a 128-bit BLAKE2b
+digest of the exact text encoded. So C0 and C1 share the passages they have
 in common, and a changed passage misses alone.
 
 Crash safety: a shard is its rows file, its digests file and a manifest written last (atomic
@@ -17,8 +18,7 @@ million vectors: hence this module.
 
 Example::
 
-    cache = EmbeddingCache(root, model_key(model, prompt="", max_length=2048,
-                                           dtype="float32", normalize=True))
+    cache = EmbeddingCache(root, encoder.cache_key("document"))  # or model_key(model, ...)
     hits, found = cache.get(texts)               # rows of hits where found[i]
     cache.put([t for t, f in zip(texts, found) if not f], new_rows)
 """
@@ -56,41 +56,6 @@ def text_digests(texts: Sequence[str]) -> np.ndarray:
         out[i] = hashlib.blake2b(text.encode("utf-8", "surrogatepass"),
                                  digest_size=DIGEST_BYTES).digest()
     return out
-
-
-def weights_digest(module) -> str:
-    """BLAKE2b of every parameter and buffer of a torch module (names, shapes, dtypes, bytes)."""
-    import torch
-
-    digest = hashlib.blake2b(digest_size=DIGEST_BYTES)
-    for name, tensor in sorted(module.state_dict().items()):
-        tensor = tensor.detach().contiguous().cpu()
-        digest.update(f"{name}:{tuple(tensor.shape)}:{tensor.dtype}".encode())
-        digest.update(tensor.view(torch.uint8).numpy().tobytes() if tensor.numel() else b"")
-    return digest.hexdigest()
-
-
-def tokenizer_digest(tokenizer) -> str:
-    """BLAKE2b of a tokenizer's full serialisation (fast tokenizers) or its vocabulary."""
-    backend = getattr(tokenizer, "backend_tokenizer", None)
-    text = backend.to_str() if backend is not None else json.dumps(
-        sorted(tokenizer.get_vocab().items()))
-    settings = {k: getattr(tokenizer, k, None) for k in ("padding_side", "truncation_side")}
-    return hashlib.blake2b((text + json.dumps(settings)).encode(),
-                           digest_size=DIGEST_BYTES).hexdigest()
-
-
-def model_key(model, **settings) -> dict:
-    """Everything but the text that decides a SentenceTransformer's passage embedding.
-
-    ``settings``: what the caller varies (``prompt``, ``max_length``, ``dtype``,
-    ``normalize``, ``truncate_dim``, ...); they are recorded as given, JSON-serialisable.
-    """
-    modules = [f"{type(m).__module__}.{type(m).__name__}:"
-               f"{json.dumps(getattr(m, 'get_config_dict', dict)(), sort_keys=True, default=str)}"
-               for m in model]
-    return {"weights": weights_digest(model), "tokenizer": tokenizer_digest(model.tokenizer),
-            "modules": modules, **settings}
 
 
 def key_digest(key: Mapping) -> str:
