@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
 
     console = terminal.console
     try:
-        with terminal.hub_bars_off(quiet):
+        with terminal.hub_bars_off(not terminal.show_progress(args)):  # quiet, or piped
             return COMMANDS[args.command](args)
     except (DataError, OSError, ValueError) as err:
         console.print(f"[red]error:[/red] {escape(redact(str(err)))}", highlight=False,

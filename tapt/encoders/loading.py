@@ -132,11 +132,54 @@ def check_model_source(name: str, revision: str | None = None) -> None:
                          "a local model folder")
     if not could_be_hub_id(name):
         raise FileNotFoundError(f"model '{name}': no such folder ({local.absolute()})")
-    if constants.HF_HUB_OFFLINE and not in_hub_cache(name, revision):
+    if in_hub_cache(name, revision):
+        return
+    if constants.HF_HUB_OFFLINE:
         raise FileNotFoundError(f"model '{name}': no such folder here ({local.absolute()}), "
                                 "and the Hub is offline (HF_HUB_OFFLINE is set) with no "
                                 "cached copy of it as a Hub id: give the path of a local "
                                 "model folder, or unset HF_HUB_OFFLINE to download it")
+    check_hub_reachable(name, revision)
+
+
+HUB_PROBE_TIMEOUT_S = 10.0
+"""How long the one request that checks a model exists on the Hub may take."""
+
+
+def check_hub_reachable(name: str, revision: str | None = None) -> None:
+    """One request for a Hub model that is not cached: a Hub that cannot be reached fails in
+    seconds, in one line (transformers would retry for over a minute, then give a generic
+    error), and a model the Hub does not have says so. Other answers (gated, private: 401
+    and 403) are left to the download, which explains them with the user's token."""
+    from huggingface_hub import HfApi
+    from huggingface_hub.errors import (
+        GatedRepoError,
+        HfHubHTTPError,
+        RepositoryNotFoundError,
+        RevisionNotFoundError,
+    )
+
+    try:
+        HfApi().model_info(name, revision=revision, timeout=HUB_PROBE_TIMEOUT_S)
+    except RevisionNotFoundError:
+        raise FileNotFoundError(f"model '{name}': the Hub has no revision {revision!r} of "
+                                "it") from None
+    except GatedRepoError:
+        return
+    except RepositoryNotFoundError:
+        raise FileNotFoundError(f"model '{name}': no such folder here ({Path(name).absolute()})"
+                                ", and no such model on the Hub (or it is private: log in "
+                                "with `hf auth login`)") from None
+    except HfHubHTTPError:  # an answer (401, 403, 5xx): the download reports it properly
+        return
+    except Exception as err:  # no answer: huggingface_hub's HTTP client's transport errors
+        if not any(c.__name__ in ("TransportError", "TimeoutException") or issubclass(
+                c, OSError) for c in type(err).__mro__):
+            raise
+        raise ConnectionError(f"model '{name}': no such folder here, and the Hub cannot be "
+                              f"reached ({type(err).__name__}): give the path of a local "
+                              "model folder, or set HF_HUB_OFFLINE=1 to use the local Hub "
+                              "cache only") from None
 
 
 def load_sentence_transformer(spec: ModelSpec):

@@ -77,7 +77,7 @@ def tokenize_once(model, texts: Sequence[str], *, prompt: str | None, task: Text
                        "return_token_type_ids": False}}
     parts = []
     for start in tqdm(range(0, len(texts), TOKENIZE_CHUNK), desc="tokenize", unit="chunk",
-                      disable=not progress or len(texts) <= TOKENIZE_CHUNK):
+                      disable=True if not progress or len(texts) <= TOKENIZE_CHUNK else None):
         chunk = list(texts[start:start + TOKENIZE_CHUNK])
         features = model.preprocess(chunk, prompt=prompt or None, task=task,
                                     processing_kwargs=kwargs)
@@ -140,7 +140,7 @@ def encode_texts(model, texts: Sequence[str], *, kind: TextKind, max_tokens: int
     was_training = model.training
     model.eval()
     bar = tqdm(total=tokenized.total_tokens, desc=f"encode {kind}s", unit="tok",
-               unit_scale=True, disable=not progress)
+               unit_scale=True, disable=None if progress else True)  # None: off unless a tty
     in_flight: collections.deque = collections.deque()
 
     def collect() -> EncodedBatch:

@@ -190,7 +190,7 @@ class DenseRetriever:
         passages = EncodingTally()
         start = time.perf_counter()
         bar = tqdm(total=len(corpus_texts), desc="encode corpus", unit="passage",
-                   disable=not (self.progress and main))
+                   disable=None if self.progress and main else True)  # None: off unless a tty
         cache = self._open_cache()
         to_encode, misses = corpus_texts, None
         if cache is not None:

@@ -5,6 +5,7 @@ checkpoints, logging and tracking, taken from a recipe's ``training``, ``eval`` 
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -54,8 +55,17 @@ def common_arguments(recipe, checkpoints: Path, resuming: bool) -> dict[str, Any
         # W&B (tapt.training.tracking): no secrets. WANDB_PROJECT set wins, as in W&B.
         run_name=redact(recipe.tracking.run_name or Path(recipe.output_dir).name),
         project=redact(os.environ.get("WANDB_PROJECT") or recipe.tracking.project),
-        disable_tqdm=False,
+        disable_tqdm=not stderr_is_terminal(),  # bars only where they redraw in place
         # Without an accelerator, Accelerate only sets up multi-process (gloo) DDP when told
         # it runs on the CPU; otherwise torchrun's ranks would train unsynchronised.
         use_cpu=not has_accelerator(),
     )
+
+
+def stderr_is_terminal() -> bool:
+    """Whether stderr (where progress bars go) is a terminal; bars in a log file or a pipe
+    are a line per update, with cursor-up codes when nested."""
+    try:
+        return sys.stderr.isatty()
+    except (AttributeError, ValueError):
+        return False

@@ -33,6 +33,9 @@ class GuardedTrainerMixin:
         self.guard = guard or NonFiniteGuard()
         callbacks = [*(kwargs.pop("callbacks", None) or []), self.guard]
         super().__init__(*args, callbacks=callbacks, **kwargs)
+        from tapt.training.log_lines import use_log_lines
+
+        use_log_lines(self)  # tapt's log lines, not the Trainer's printed dicts
         card = getattr(self.model, "model_card_data", None)
         if card is not None:  # set from the data while the trainer was made
             from tapt.training.export import drop_data_samples
