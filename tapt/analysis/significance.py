@@ -164,3 +164,51 @@ def against_baseline(values: Mapping[str, Mapping[str, float]], baseline: str, *
     corrected = holm([t.p_value for t in tests.values()])
     return {name: Versus(test, p) for (name, test), p in zip(tests.items(), corrected,
                                                              strict=True)}
+
+
+def per_query_values(block: object, source: str, metric: str) -> dict[str, float]:
+    """``{query id: value}`` of ``metric`` from a result file's ``per_query`` block, checked.
+
+    Queries without the metric are left out (trec_eval gives binary metrics only to
+    queries with a relevant passage)."""
+    if block is None:
+        raise ValueError(f"{source}: no 'per_query' block; --baseline tests per-query values "
+                         "(tapt eval/bm25 --output write them)")
+    if not isinstance(block, dict):
+        problem = f"{source}: field 'per_query': expected an object of query id -> metrics"
+        raise ValueError(problem)  # noqa: TRY004 (a malformed file, not a wrong argument)
+    values = {}
+    for query_id, row in block.items():
+        if not isinstance(row, dict):
+            problem = f"{source}: field 'per_query.{query_id}': expected metric -> value"
+            raise ValueError(problem)  # noqa: TRY004
+        if metric not in row:
+            continue
+        value = row[metric]
+        if isinstance(value, bool) or not isinstance(value, (int, float)) \
+                or not 0 <= value <= 1:  # NaN fails too
+            raise ValueError(f"{source}: field 'per_query.{query_id}.{metric}': expected a "
+                             f"value in [0, 1], got {value!r}")
+        values[query_id] = float(value)
+    if not values:
+        raise ValueError(f"{source}: no query has a per-query '{metric}' value")
+    return values
+
+
+def seed_average(cell, metric: str, name: str, corpus: str) -> dict[str, float]:
+    """Per-query ``metric`` of a comparison cell (:class:`tapt.analysis.compare.Cell`),
+    averaged over its seeds on the queries all hold (a warning with the counts when their
+    query sets differ)."""
+    runs = [per_query_values(block, source, metric)
+            for block, source in zip(cell.per_query, cell.sources, strict=True)]
+    if len(runs) == 1:
+        return runs[0]
+    shared = set(runs[0]).intersection(*runs[1:])
+    if not shared:
+        raise ValueError(f"the seeds of {name} on {corpus} share no query with a '{metric}' "
+                         f"value: {', '.join(cell.sources)}")
+    if any(len(run) != len(shared) for run in runs):
+        logger.warning("%s on %s: its seeds hold %s queries, %d shared; the paired test "
+                       "averages over the shared ones", name, corpus,
+                       "/".join(str(len(run)) for run in runs), len(shared))
+    return {q: sum(run[q] for run in runs) / len(runs) for q in sorted(shared)}
