@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tapt.analysis import plots
-from tapt.analysis.embed import embed, materialize
+from tapt.analysis.embed import embed, materialized
 from tapt.bounds import FRACTION, POSITIVE_INT, SEED
 from tapt.data.beir import BeirDataset
 from tapt.data.subcorpus import subcorpus_ids
@@ -150,14 +150,15 @@ def corpus_size_ablation(models: Sequence, dataset: BeirDataset, split: str, *,
     for name, model in zip(names, models, strict=True):
         if on_model is not None:
             on_model(name)
-        model = materialize(model)
-        if isinstance(model, Encoder):
-            records, encoding = ablate_encoder(model, dataset, split, corpora,
-                                               batch_size=batch_size, top_k=top_k,
-                                               with_title=with_title)
-            result.encoding[name] = encoding
-        else:
-            records = ablate_retriever(model, dataset, split, corpora, with_title=with_title)
+        with materialized(model) as model:  # a loaded encoder is closed after its turn
+            if isinstance(model, Encoder):
+                records, encoding = ablate_encoder(model, dataset, split, corpora,
+                                                   batch_size=batch_size, top_k=top_k,
+                                                   with_title=with_title)
+                result.encoding[name] = encoding
+            else:
+                records = ablate_retriever(model, dataset, split, corpora,
+                                           with_title=with_title)
         result.models[name] = records
     return result
 

@@ -2,48 +2,26 @@
 encoding path (:func:`tapt.retrieval.dense.stream_embeddings`, with its non-finite check).
 
 ``bm25`` names the lexical baseline (a retriever, not an encoder: only the corpus-size
-ablation accepts it); ``openai:MODEL`` / ``voyage:MODEL`` an API encoder
-(:func:`tapt.encoders.api.load_api_encoder`, with its cache and rate limits); anything
-else is loaded as a SentenceTransformer with its family preset, as ``tapt eval`` loads it.
+ablation accepts it); every other name becomes an encoder through the one factory,
+:func:`tapt.encoders.factory.open_encoder` (API models with :class:`APIOptions`, local
+and Hub models with :class:`ModelOptions`), exactly as ``tapt eval`` loads it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 import numpy as np
 
 from tapt.analysis.compare import split_spec
-from tapt.bounds import POSITIVE_INT, check_optional
-from tapt.encoders.api import load_api_encoder
 from tapt.encoders.base import Encoder, TextKind, collect_in_order
-from tapt.encoders.loading import ModelSpec
-from tapt.encoders.sentence import SentenceTransformerEncoder
-from tapt.retrieval.bm25 import BM25Retriever
+from tapt.encoders.factory import APIOptions, ModelOptions, open_encoder
 from tapt.retrieval.dense import EncodingTally, check_finite, stream_embeddings
+from tapt.retrieval.factory import BM25, build_retriever, is_bm25
 
-BM25 = "bm25"
-API_PREFIXES = ("openai:", "voyage:")
-
-
-@dataclass(frozen=True)
-class ModelOptions:
-    """How ``--model`` values are loaded (the same options as ``tapt eval``)."""
-
-    family: str = "auto"
-    max_seq_length: int | None = None
-    trust_remote_code: bool = False
-    device: str | None = None
-    dtype: str = "auto"
-    max_tokens_per_batch: int | None = None
-    batch_size: int = 32
-    progress: bool = False
-
-    def __post_init__(self) -> None:
-        check_optional(POSITIVE_INT, self.max_seq_length, "max_seq_length")
-        check_optional(POSITIVE_INT, self.max_tokens_per_batch, "max_tokens_per_batch")
-        POSITIVE_INT.check(self.batch_size, "batch_size")
+__all__ = ["BM25", "APIOptions", "ModelOptions", "embed", "labelled", "load_encoder",
+           "load_model", "materialize", "materialized", "unit_rows"]
 
 
 def labelled(spec: str) -> tuple[str, str]:
@@ -53,40 +31,50 @@ def labelled(spec: str) -> tuple[str, str]:
     return name or model, model
 
 
-def load_encoder(name: str, options: ModelOptions = ModelOptions()) -> Encoder:
-    """The embedding model ``name`` as an :class:`~tapt.encoders.base.Encoder`: an API
-    encoder for ``openai:MODEL`` / ``voyage:MODEL`` (:func:`tapt.encoders.api.load_api_encoder`;
-    ``options`` do not apply), else a :class:`~tapt.encoders.sentence.SentenceTransformerEncoder`
-    loaded with ``options`` (a Hub id, a local path or ``package:...``).
+def load_encoder(name: str, options: ModelOptions | None = None,
+                 api: APIOptions | None = None) -> Encoder:
+    """The embedding model ``name`` as an :class:`~tapt.encoders.base.Encoder`
+    (:func:`tapt.encoders.factory.open_encoder`; close it, or use it in ``with``).
 
     Raises:
         ValueError: ``bm25`` (a retriever without embeddings), an unknown family, an API
             name without a model.
     """
-    if name.lower() == BM25:
+    if is_bm25(name):
         raise ValueError("bm25 is a lexical retriever and has no embeddings; this analysis "
                          "needs an embedding model")
-    if name.lower().startswith(API_PREFIXES):
-        return load_api_encoder(name)
-    spec = ModelSpec(name, family=options.family, max_seq_length=options.max_seq_length,
-                     trust_remote_code=options.trust_remote_code, device=options.device,
-                     dtype=options.dtype)
-    spec.preset()  # an unknown family fails before anything loads
-    return SentenceTransformerEncoder.load(spec, show_progress=options.progress,
-                                           max_tokens_per_batch=options.max_tokens_per_batch)
+    return open_encoder(name, options, api)
 
 
-def load_model(name: str, options: ModelOptions = ModelOptions(), *, top_k: int = 100):
+def load_model(name: str, options: ModelOptions | None = None, *, top_k: int = 100,
+               api: APIOptions | None = None):
     """``bm25`` -> :class:`~tapt.retrieval.bm25.BM25Retriever`; otherwise :func:`load_encoder`."""
-    if name.lower() == BM25:
-        return BM25Retriever(top_k=top_k, progress=options.progress)
-    return load_encoder(name, options)
+    if is_bm25(name):
+        return build_retriever(BM25, top_k=top_k,
+                               progress=(options or ModelOptions()).progress)
+    return load_encoder(name, options, api)
 
 
 def materialize(model):
     """``model`` itself, or what it returns when it is a loader (a zero-argument callable):
     analyses take loaders so that one model at a time sits in memory."""
     return model() if callable(model) else model
+
+
+@contextmanager
+def materialized(model) -> Iterator:
+    """:func:`materialize` as a context: what a loader built is closed on exit (an API
+    encoder's client and cache); a model given as it is stays open (its owner closes it)."""
+    if not callable(model):
+        yield model
+        return
+    made = model()
+    try:
+        yield made
+    finally:
+        close = getattr(made, "close", None)
+        if callable(close):
+            close()
 
 
 def embed(encoder: Encoder, texts: Sequence[str], kind: TextKind, *, ids: Sequence[str],

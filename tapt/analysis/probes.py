@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tapt.analysis import plots
-from tapt.analysis.embed import embed, materialize, unit_rows
+from tapt.analysis.embed import embed, materialized, unit_rows
 from tapt.bounds import OPEN_FRACTION, POSITIVE_INT, SEED, check_optional
 from tapt.data.beir import BeirDataset
 from tapt.data.labels import read_labels  # noqa: F401 (moved there; importable here)
@@ -148,8 +148,8 @@ def run_probes(encoders: Mapping[str, Encoder], dataset: BeirDataset,
     for model_name, encoder in encoders.items():
         if on_model is not None:
             on_model(model_name)
-        encoder = materialize(encoder)
-        x = unit_rows(embed(encoder, texts, "document", ids=ids, batch_size=batch_size))
+        with materialized(encoder) as encoder:  # a loaded encoder is closed once embedded
+            x = unit_rows(embed(encoder, texts, "document", ids=ids, batch_size=batch_size))
         result.scores[model_name] = {}
         for name, found in labels.items():
             train, test, _ = splits[name]

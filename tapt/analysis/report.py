@@ -28,6 +28,7 @@ import yaml
 
 from tapt.analysis import plots
 from tapt.analysis.compare import read_result
+from tapt.data.beir import strictness
 from tapt.data.sources import load_data
 from tapt.data.subcorpus import subcorpus_ids
 from tapt.recipe import DataSettings
@@ -127,7 +128,7 @@ def dev_subcorpus(recipe: dict):
     lenient = _data_setting(recipe, "lenient")
     dataset = load_data(_data_setting(recipe, "path"), _data_setting(recipe, "config"),
                         [split], revision=_data_setting(recipe, "revision"),
-                        require_anchor=not lenient, allow_empty=lenient)
+                        **strictness(lenient))
     ids = subcorpus_ids(dataset, split, distractors=_data_setting(recipe, "dev_distractors"),
                         seed=_data_setting(recipe, "dev_seed"))
     return dataset, split, ids

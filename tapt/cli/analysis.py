@@ -12,8 +12,10 @@ from tapt.cli.options import (
     add_analysis_data,
     add_analysis_outputs,
     add_model_options,
+    api_options,
     check_outputs,
     fraction,
+    model_options,
     non_negative_int,
     open_fraction,
     positive_int,
@@ -129,19 +131,27 @@ def _analysis_files(args: argparse.Namespace) -> tuple[Path | None, Path | None]
 
 
 def _analysis_data(args: argparse.Namespace, splits: list[str]):
+    from tapt.data.beir import strictness
     from tapt.data.sources import load_data
 
     return load_data(args.data, args.config, splits, revision=args.revision,
-                     require_anchor=not args.lenient, allow_empty=args.lenient)
+                     **strictness(args.lenient))
 
 
-def _model_options(args: argparse.Namespace):
-    from tapt.analysis.embed import ModelOptions
+def _loaders(args: argparse.Namespace, models: dict[str, str], *, top_k: int | None = None):
+    """{name: zero-argument loader} of the ``--model`` values, with the shared model and
+    API options; ``top_k``: ``bm25`` is accepted (as a retriever of that depth)."""
+    from functools import partial
 
-    return ModelOptions(family=args.family, max_seq_length=args.max_seq_length,
-                        trust_remote_code=args.trust_remote_code, device=args.device,
-                        dtype=args.dtype, max_tokens_per_batch=args.max_tokens_per_batch,
-                        batch_size=args.batch_size, progress=terminal.show_progress(args))
+    from tapt.analysis.embed import load_encoder, load_model
+
+    options = model_options(args, progress=terminal.show_progress(args))
+    api = api_options(args, models.values())
+    if top_k is None:
+        return {name: partial(load_encoder, model, options, api)
+                for name, model in models.items()}
+    return {name: partial(load_model, model, options, top_k=top_k, api=api)
+            for name, model in models.items()}
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
@@ -194,49 +204,41 @@ def _show_and_save(table, data: dict, output: Path, figure, plot: Path, what: st
 
 
 def cmd_ablate(args: argparse.Namespace) -> int:
-    from functools import partial
-
     from tapt.analysis.ablation import ablation_figure, ablation_table, corpus_size_ablation
-    from tapt.analysis.embed import load_model
 
     output, plot = _analysis_files(args)
-    models = _named_models(args.model)
-    options = _model_options(args)
+    loaders = _loaders(args, _named_models(args.model), top_k=args.top_k)
     dataset = _analysis_data(args, [args.split])
     result = corpus_size_ablation(
-        [partial(load_model, model, options, top_k=args.top_k) for model in models.values()],
-        dataset, args.split, fractions=args.fractions, seed=args.seed,
+        list(loaders.values()), dataset, args.split, fractions=args.fractions, seed=args.seed,
         batch_size=args.batch_size, top_k=args.top_k, with_title=not args.no_title,
-        names=list(models), on_model=lambda name: terminal.console.print(f"[bold]{name}[/bold]"))
+        names=list(loaders), on_model=lambda name: terminal.console.print(f"[bold]{name}[/bold]"))
     _show_and_save(ablation_table(result), result.to_dict(), output,
                    ablation_figure(result), plot, "ablation")
     return 0
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:
-    from tapt.analysis.embed import labelled, load_encoder
+    from tapt.analysis.embed import labelled, materialized
     from tapt.analysis.geometry import analyze_geometry, geometry_figure, geometry_table
 
     output, plot = _analysis_files(args)
     dataset = _analysis_data(args, [args.split])
     name, model = labelled(args.model)
-    encoder = load_encoder(model, _model_options(args))
     distractors = None if args.fraction is not None else (
         1000 if args.distractors is None else args.distractors)
-    geometry = analyze_geometry(encoder, dataset, args.split, distractors=distractors,
-                                fraction=args.fraction, seed=args.seed,
-                                random_per_query=args.random_per_query, pairs=args.pairs,
-                                batch_size=args.batch_size, with_title=not args.no_title,
-                                name=name)
+    with materialized(_loaders(args, {name: model})[name]) as encoder:
+        geometry = analyze_geometry(encoder, dataset, args.split, distractors=distractors,
+                                    fraction=args.fraction, seed=args.seed,
+                                    random_per_query=args.random_per_query, pairs=args.pairs,
+                                    batch_size=args.batch_size, with_title=not args.no_title,
+                                    name=name)
     _show_and_save(geometry_table(geometry), geometry.to_dict(), output,
                    geometry_figure(geometry), plot, "geometry")
     return 0
 
 
 def cmd_probe(args: argparse.Namespace) -> int:
-    from functools import partial
-
-    from tapt.analysis.embed import load_encoder
     from tapt.analysis.probes import probe_figure, probe_table, read_labels, run_probes
     from tapt.data.sources import config_name
 
@@ -248,10 +250,7 @@ def cmd_probe(args: argparse.Namespace) -> int:
     if config and (folder / config).is_dir():
         folder = folder / config
     labels = read_labels(folder, args.label or ["domain", "class"])
-    options = _model_options(args)
-    result = run_probes({name: partial(load_encoder, model, options)
-                         for name, model in models.items()},
-                        dataset, labels, test_size=args.test_size, seed=args.seed,
+    result = run_probes(_loaders(args, models), dataset, labels, test_size=args.test_size, seed=args.seed,
                         max_passages=args.max_passages, batch_size=args.batch_size,
                         with_title=not args.no_title,
                         on_model=lambda name: terminal.console.print(f"[bold]{name}[/bold]"))

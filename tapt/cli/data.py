@@ -51,7 +51,7 @@ def add_parsers(commands) -> None:
 def cmd_data(args: argparse.Namespace) -> int:
     from rich.table import Table
 
-    from tapt.data.beir import load_beir_folder
+    from tapt.data.beir import load_beir_folder, strictness
 
     if args.data_command == "synth":
         from tapt.data.synth import synthesize
@@ -74,8 +74,8 @@ def cmd_data(args: argparse.Namespace) -> int:
         terminal.console.print(table)
         return 0
     splits = args.splits or present_splits(args.folder)
-    dataset = load_beir_folder(args.folder, splits, require_anchor=not args.lenient,
-                               allow_empty=args.lenient, relevant_from=args.relevant_from)
+    dataset = load_beir_folder(args.folder, splits, relevant_from=args.relevant_from,
+                               **strictness(args.lenient))
     if args.data_command == "validate":
         absent = [split for split in SPLITS if split not in splits]
         terminal.console.print(

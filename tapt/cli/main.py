@@ -54,8 +54,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     # argparse stops filling the overrides at the first option; accept key=value after it.
-    if extra and args.command in ("train", "dapt") and all("=" in e and not e.startswith("-")
-                                                           for e in extra):
+    if extra and args.command in ("train", "dapt", "sweep") and \
+            all("=" in e and not e.startswith("-") for e in extra):
         args.overrides += extra
     elif extra:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")

@@ -172,10 +172,11 @@ def add_source_args(parser: argparse.ArgumentParser, *, split: str | None = "tes
                         help="encode passages without their title (default: title + ' ' + text)")
 
 
-def add_encoding_args(parser: argparse.ArgumentParser, *, device: bool = True) -> None:
-    """How a model is loaded and encodes: ``--family --max-seq-length --batch-size
-    --max-tokens-per-batch --dtype --trust-remote-code`` and ``--device`` (unless
-    ``device`` is false)."""
+def add_encoding_args(parser: argparse.ArgumentParser) -> None:
+    """How a model is loaded and encodes, declared once for every command that takes a
+    model: ``--family --max-seq-length --batch-size --max-tokens-per-batch --dtype
+    --trust-remote-code --device --truncate-dim`` and the API group (:func:`add_api_args`).
+    :func:`model_options` and :func:`api_options` read them back."""
     parser.add_argument("--family", default="auto", help=family_help())
     parser.add_argument("--max-seq-length", type=positive_int, default=None,
                         help="truncate texts to N tokens (default: the preset's)")
@@ -189,10 +190,58 @@ def add_encoding_args(parser: argparse.ArgumentParser, *, device: bool = True) -
                              "GPU that supports it, float32 elsewhere")
     parser.add_argument("--trust-remote-code", action="store_true",
                         help="allow the model's own code from the Hub (off by default)")
-    if device:
-        parser.add_argument("--device", default=None,
-                            help="torch device such as cuda:1 or cpu (default: a GPU when "
-                                 "there is one)")
+    parser.add_argument("--device", default=None,
+                        help="torch device such as cuda:1 or cpu (default: a GPU when "
+                             "there is one)")
+    parser.add_argument("--truncate-dim", type=positive_int, default=None,
+                        help="use the first N embedding dimensions (Matryoshka; an API "
+                             "model is asked for N dimensions)")
+    add_api_args(parser)
+
+
+def add_api_args(parser: argparse.ArgumentParser) -> None:
+    """The options of an API model (``openai:MODEL`` / ``voyage:MODEL``): endpoint,
+    embedding cache, concurrency and client-side rate limits."""
+    api = parser.add_argument_group(
+        "API models (openai:MODEL or voyage:MODEL; key from OPENAI_API_KEY or "
+        "VOYAGE_API_KEY; --truncate-dim is sent as the API's dimensions)")
+    api.add_argument("--api-base-url", default=None,
+                     help="endpoint base URL (default: OPENAI_BASE_URL / VOYAGE_BASE_URL, "
+                          "else the provider's)")
+    api.add_argument("--cache-dir", type=Path, default=None,
+                     help="embedding cache folder (default: ~/.cache/tapt/embeddings)")
+    api.add_argument("--no-cache", action="store_true", help="do not read or write the cache")
+    api.add_argument("--api-concurrency", type=positive_int, default=4,
+                     help="requests in flight at once (default 4)")
+    api.add_argument("--api-rpm", type=non_negative_float, default=None,
+                     help="client-side requests per minute (default: the provider's tier-1 "
+                          "limit for the model; 0: none)")
+    api.add_argument("--api-tpm", type=non_negative_float, default=None,
+                     help="client-side tokens per minute (default: tier-1 limit; 0: none)")
+
+
+def model_options(args: argparse.Namespace, *, progress: bool = False):
+    """:class:`tapt.encoders.factory.ModelOptions` from :func:`add_encoding_args`' flags."""
+    from tapt.encoders.factory import ModelOptions
+
+    return ModelOptions(family=args.family, max_seq_length=args.max_seq_length,
+                        trust_remote_code=args.trust_remote_code, device=args.device,
+                        dtype=args.dtype, max_tokens_per_batch=args.max_tokens_per_batch,
+                        batch_size=args.batch_size, progress=progress,
+                        truncate_dim=args.truncate_dim)
+
+
+def api_options(args: argparse.Namespace, names: Iterable[str] = ()):
+    """:class:`tapt.encoders.factory.APIOptions` from :func:`add_api_args`' flags; when one
+    of ``names`` is an API model that uses the cache, ``--cache-dir`` must be writable."""
+    from tapt.encoders.factory import APIOptions, is_api_model
+
+    if (args.cache_dir is not None and not args.no_cache
+            and any(is_api_model(name) for name in names)):
+        check_folder("--cache-dir", args.cache_dir)
+    return APIOptions(base_url=args.api_base_url, cache_dir=args.cache_dir,
+                      cache=not args.no_cache, concurrency=args.api_concurrency,
+                      requests_per_minute=args.api_rpm, tokens_per_minute=args.api_tpm)
 
 
 def add_data_args(parser: argparse.ArgumentParser, split_default: str = "test") -> None:

@@ -16,10 +16,11 @@ from tapt.cli.options import (
     add_encoding_args,
     add_quiet_arg,
     add_source_args,
-    check_folder,
+    api_options,
     check_outputs,
     fraction,
     margin_or_none,
+    model_options,
     non_negative_float,
     non_negative_int,
     positive_int,
@@ -35,25 +36,7 @@ def add_parsers(commands) -> None:
     evaluate.add_argument("--model", required=True,
                           help="Hub id, local path, package:NAME/sub/path, or an API model: "
                                "openai:MODEL, voyage:MODEL")
-    evaluate.add_argument("--truncate-dim", type=positive_int, default=None,
-                          help="evaluate the first N embedding dimensions (Matryoshka)")
     add_encoding_args(evaluate)
-    api = evaluate.add_argument_group(
-        "API models (--model openai:MODEL or voyage:MODEL; key from OPENAI_API_KEY or "
-        "VOYAGE_API_KEY; --truncate-dim is sent as the API's dimensions)")
-    api.add_argument("--api-base-url", default=None,
-                     help="endpoint base URL (default: OPENAI_BASE_URL / VOYAGE_BASE_URL, "
-                          "else the provider's)")
-    api.add_argument("--cache-dir", type=Path, default=None,
-                     help="embedding cache folder (default: ~/.cache/tapt/embeddings)")
-    api.add_argument("--no-cache", action="store_true", help="do not read or write the cache")
-    api.add_argument("--api-concurrency", type=positive_int, default=4,
-                     help="requests in flight at once (default 4)")
-    api.add_argument("--api-rpm", type=non_negative_float, default=None,
-                     help="client-side requests per minute (default: the provider's tier-1 "
-                          "limit for the model; 0: none)")
-    api.add_argument("--api-tpm", type=non_negative_float, default=None,
-                     help="client-side tokens per minute (default: tier-1 limit; 0: none)")
     hybrid = evaluate.add_argument_group("hybrid retrieval")
     hybrid.add_argument("--hybrid", choices=("bm25",), default=None,
                         help="fuse the dense ranking with BM25's (bm25s, k1 1.5, b 0.75)")
@@ -95,8 +78,9 @@ def add_parsers(commands) -> None:
     mine.add_argument("--sampling", choices=("random", "top"), default="random",
                       help="random among the candidates left (default), or the top ones")
     mine.add_argument("--seed", type=seed, default=0, help="seed of the random sampling")
-    add_encoding_args(mine, device=False)  # a model --retriever; tapt mine has no --device
+    add_encoding_args(mine)  # for a model --retriever
     add_quiet_arg(mine)
+    add_score_parser(commands)
 
 
 def _check_outputs(args: argparse.Namespace) -> None:
@@ -105,6 +89,7 @@ def _check_outputs(args: argparse.Namespace) -> None:
 
 
 def _run_retrieval(args: argparse.Namespace, make_retriever) -> int:
+    from tapt.data.beir import strictness
     from tapt.data.sources import load_data
     from tapt.data.subcorpus import subcorpus_ids
     from tapt.retrieval.evaluate import evaluate, metrics_table
@@ -114,8 +99,7 @@ def _run_retrieval(args: argparse.Namespace, make_retriever) -> int:
         logger.warning("--top-k %d: recall@100 only counts the top %d passages", args.top_k,
                        args.top_k)
     dataset = load_data(args.data, args.config, [args.split], revision=args.revision,
-                        require_anchor=not args.lenient, allow_empty=args.lenient,
-                        relevant_from=args.relevant_from)
+                        relevant_from=args.relevant_from, **strictness(args.lenient))
     corpus_ids = subcorpus_ids(dataset, args.split, distractors=args.distractors,
                                fraction=args.fraction, seed=args.seed)
     retriever = make_retriever()
@@ -150,68 +134,41 @@ def _run_retrieval(args: argparse.Namespace, make_retriever) -> int:
 
 def cmd_eval(args: argparse.Namespace) -> int:
     progress = terminal.show_progress(args)
-    from tapt.encoders.api import APIError, is_api_model, load_api_encoder
-    from tapt.encoders.base import TruncatedEncoder
-    from tapt.encoders.loading import ModelSpec
-    from tapt.encoders.sentence import SentenceTransformerEncoder
-    from tapt.retrieval.dense import DenseRetriever
+    from tapt.encoders.api import APIError
+    from tapt.encoders.factory import EncoderLoader
+    from tapt.retrieval.factory import HybridOptions, build_retriever
 
     _check_outputs(args)
-    if args.cache_dir is not None and is_api_model(args.model) and not args.no_cache:
-        check_folder("--cache-dir", args.cache_dir)
-    depth = (args.fusion_depth or args.top_k) if args.hybrid else args.top_k
-    api_encoder = None
-    if is_api_model(args.model):  # built now: a missing key fails before the data loads
-        api_encoder = load_api_encoder(
-            args.model, dimensions=args.truncate_dim, base_url=args.api_base_url,
-            cache_dir=args.cache_dir, cache=not args.no_cache,
-            concurrency=args.api_concurrency, requests_per_minute=args.api_rpm,
-            tokens_per_minute=args.api_tpm)
-    else:
-        spec = ModelSpec(args.model, family=args.family, max_seq_length=args.max_seq_length,
-                         trust_remote_code=args.trust_remote_code, device=args.device,
-                         dtype=args.dtype)
-        spec.preset()  # an unknown family fails before the data loads
-
-    def make():
-        if api_encoder is not None:
-            encoder = api_encoder
-        else:
-            encoder = SentenceTransformerEncoder.load(
-                spec, show_progress=progress, max_tokens_per_batch=args.max_tokens_per_batch)
-            if args.truncate_dim:
-                encoder = TruncatedEncoder(encoder, args.truncate_dim)
-        dense = DenseRetriever(encoder, batch_size=args.batch_size, top_k=depth,
-                               progress=progress)
-        if not args.hybrid:
-            return dense
-        from tapt.retrieval.bm25 import BM25Retriever
-        from tapt.retrieval.hybrid import HybridRetriever
-
-        return HybridRetriever(dense, BM25Retriever(top_k=depth, progress=progress),
-                               fusion=args.fusion, rrf_k=args.rrf_k, alpha=args.alpha,
-                               top_k=args.top_k)
+    hybrid = HybridOptions(fusion=args.fusion, rrf_k=args.rrf_k, alpha=args.alpha,
+                           depth=args.fusion_depth) if args.hybrid else None
+    # checked now (an API model is built: a missing key fails before the data loads)
+    loader = EncoderLoader(args.model, model_options(args, progress=progress),
+                           api_options(args, [args.model]))
     try:
-        return _run_retrieval(args, make)
+        return _run_retrieval(args, lambda: build_retriever(
+            loader(), top_k=args.top_k, batch_size=args.batch_size, progress=progress,
+            hybrid=hybrid))
     except APIError as err:
         terminal.console.print(f"[red]error:[/red] {escape(str(err))}", highlight=False,
                                soft_wrap=True)
         return 1
     finally:
-        if api_encoder is not None:
-            api_encoder.close()
+        loader.close()
 
 
 def cmd_bm25(args: argparse.Namespace) -> int:
-    from tapt.retrieval.bm25 import BM25Retriever
+    from tapt.retrieval.factory import BM25, build_retriever
 
-    return _run_retrieval(args, lambda: BM25Retriever(top_k=args.top_k, k1=args.k1, b=args.b,
-                                                      progress=terminal.show_progress(args)))
+    return _run_retrieval(args, lambda: build_retriever(
+        BM25, top_k=args.top_k, k1=args.k1, b=args.b, progress=terminal.show_progress(args)))
 
 
 def cmd_mine(args: argparse.Namespace) -> int:
     progress = terminal.show_progress(args)
+    from tapt.data.beir import strictness
     from tapt.data.sources import load_data
+    from tapt.encoders.factory import EncoderLoader
+    from tapt.retrieval.factory import build_retriever, is_bm25
     from tapt.retrieval.mining import MiningSettings, mine, summary_table, write_mined
 
     check_outputs([("--output", args.output)], overwrite=args.overwrite)
@@ -219,31 +176,20 @@ def cmd_mine(args: argparse.Namespace) -> int:
                               skip_top=args.skip_top, margin=args.margin,
                               sampling=args.sampling, seed=args.seed)
     settings.check()
-    dataset = load_data(args.data, args.config, [args.split], revision=args.revision,
-                        require_anchor=not args.lenient, allow_empty=args.lenient,
-                        relevant_from=args.relevant_from)
-    if args.retriever == "bm25":
-        from tapt.retrieval.bm25 import BM25Retriever
-
-        retriever = BM25Retriever(top_k=args.depth, progress=progress)
-    else:
-        from tapt.encoders.api import is_api_model, load_api_encoder
-        from tapt.encoders.loading import ModelSpec
-        from tapt.encoders.sentence import SentenceTransformerEncoder
-        from tapt.retrieval.dense import DenseRetriever
-
-        if is_api_model(args.retriever):  # e.g. openai:text-embedding-3-large as teacher
-            encoder = load_api_encoder(args.retriever)
-        else:
-            spec = ModelSpec(args.retriever, family=args.family,
-                             max_seq_length=args.max_seq_length,
-                             trust_remote_code=args.trust_remote_code, dtype=args.dtype)
-            encoder = SentenceTransformerEncoder.load(
-                spec, show_progress=progress, max_tokens_per_batch=args.max_tokens_per_batch)
-        retriever = DenseRetriever(encoder, batch_size=args.batch_size, top_k=args.depth,
-                                   progress=progress)
-    records, summary = mine(retriever, dataset, args.split, settings,
-                            with_title=not args.no_title)
+    loader = None if is_bm25(args.retriever) else EncoderLoader(
+        args.retriever, model_options(args, progress=progress),
+        api_options(args, [args.retriever]))  # e.g. openai:text-embedding-3-large as teacher
+    try:
+        dataset = load_data(args.data, args.config, [args.split], revision=args.revision,
+                            relevant_from=args.relevant_from, **strictness(args.lenient))
+        retriever = build_retriever(args.retriever if loader is None else loader(),
+                                    top_k=args.depth, batch_size=args.batch_size,
+                                    progress=progress)
+        records, summary = mine(retriever, dataset, args.split, settings,
+                                with_title=not args.no_title)
+    finally:
+        if loader is not None:
+            loader.close()
     write_mined(args.output, records, retriever=retriever.name, settings=settings,
                 data=dataset.source, split=args.split)
     terminal.console.print(summary_table(summary, settings,
@@ -252,4 +198,64 @@ def cmd_mine(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"eval": cmd_eval, "bm25": cmd_bm25, "mine": cmd_mine}
+def add_score_parser(commands) -> None:
+    """``tapt score``: teacher scores of the training rows' pairs, for distillation."""
+    score = commands.add_parser(
+        "score", help="score every (query, passage) of the training rows with a teacher "
+                      "(BM25 or a model), for loss.teacher_scores")
+    add_source_args(score, split="train")
+    score.add_argument("--teacher", required=True,
+                       help="bm25, or a model: Hub id, path (e.g. runs/x/final), "
+                            "package:..., openai:MODEL / voyage:MODEL")
+    score.add_argument("--mined", type=Path, default=None,
+                       help="a tapt mine output: score its negatives too (give the file "
+                            "the recipe's data.mined_negatives names)")
+    score.add_argument("--output", type=Path, required=True, help="teacher scores (JSONL)")
+    score.add_argument("--overwrite", action="store_true", help="replace an existing --output")
+    score.add_argument("--k1", type=non_negative_float, default=1.5,
+                       help="BM25 teacher: term-frequency saturation (default 1.5)")
+    score.add_argument("--b", type=fraction, default=0.75,
+                       help="BM25 teacher: length normalisation in [0, 1] (default 0.75)")
+    add_encoding_args(score)  # for a model --teacher
+    add_quiet_arg(score)
+
+
+def cmd_score(args: argparse.Namespace) -> int:
+    progress = terminal.show_progress(args)
+    from tapt.data.beir import strictness
+    from tapt.data.sources import load_data
+    from tapt.encoders.factory import EncoderLoader
+    from tapt.retrieval.factory import build_retriever, is_bm25
+    from tapt.retrieval.teacher_scores import needed_pairs, score_pairs, write_teacher_scores
+
+    check_outputs([("--output", args.output)], overwrite=args.overwrite)
+    lexical = is_bm25(args.teacher)
+    loader = None if lexical else EncoderLoader(
+        args.teacher, model_options(args, progress=progress), api_options(args, [args.teacher]))
+    try:
+        dataset = load_data(args.data, args.config, [args.split], revision=args.revision,
+                            relevant_from=args.relevant_from, **strictness(args.lenient))
+        mined = None
+        if args.mined is not None:
+            from tapt.data.mined import read_mined
+
+            mined = read_mined(args.mined, dataset, args.split)
+        pairs = needed_pairs(dataset, args.split, mined)
+        retriever = build_retriever(args.teacher if lexical else loader(), top_k=1,
+                                    batch_size=args.batch_size, progress=progress,
+                                    k1=args.k1, b=args.b)
+        # BM25's scores depend on the whole corpus (IDF, lengths); a model's do not.
+        scores = score_pairs(retriever, dataset, pairs, with_title=not args.no_title,
+                             corpus_ids=list(dataset.corpus) if lexical else None)
+    finally:
+        if loader is not None:
+            loader.close()
+    write_teacher_scores(args.output, scores, teacher=retriever.name, data=dataset.source,
+                         split=args.split, mined=None if args.mined is None else str(args.mined))
+    count = sum(len(row) for row in scores.values())
+    terminal.console.print(f"{count:,} teacher scores ({retriever.name}) for {len(scores):,} "
+                           f"{args.split} queries written to {args.output}", highlight=False)
+    return 0
+
+
+COMMANDS = {"eval": cmd_eval, "bm25": cmd_bm25, "mine": cmd_mine, "score": cmd_score}

@@ -44,6 +44,7 @@ def add_parsers(commands) -> None:
     dapt.add_argument("--overwrite", action="store_true",
                       help="move a folder holding another or a finished run aside")
     _add_merge_parser(commands)
+    _add_sweep_parser(commands)
 
     check = commands.add_parser("validate", help="check recipes without loading models")
     check.add_argument("recipes", type=Path, nargs="+", metavar="RECIPE",
@@ -172,12 +173,12 @@ def cmd_merge(args: argparse.Namespace) -> int:
     check_folder("--output", args.output.parent, shown=args.output)
     dev = None
     if args.pick_on_dev:
+        from tapt.data.beir import strictness
         from tapt.data.sources import load_data
         from tapt.data.subcorpus import subcorpus_ids
 
         dataset = load_data(args.pick_on_dev, args.config, ["dev"], revision=args.revision,
-                            require_anchor=not args.lenient, allow_empty=args.lenient,
-                            relevant_from=args.relevant_from)
+                            relevant_from=args.relevant_from, **strictness(args.lenient))
         dev = DevSettings(dataset, grid=grid, metric=args.metric,
                           corpus_ids=subcorpus_ids(dataset, "dev", distractors=args.distractors,
                                                    fraction=args.fraction, seed=args.seed),
@@ -230,5 +231,65 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return 2 if failed else 0
 
 
+# tapt sweep (tapt.training.sweep) ------------------------------------------------------
+
+def seed_list(text: str) -> list[int]:
+    """``--seeds 0,1,2``: comma-separated seeds."""
+    return [seed(item.strip()) for item in text.split(",")]
+
+
+def _add_sweep_parser(commands) -> None:
+    sweep = commands.add_parser(
+        "sweep", help="grid search: one tapt train run per combination of the keys' values "
+                      "(x --seeds), resumable; the winner by mean dev")
+    sweep.add_argument("recipe", type=Path, help="recipe YAML, e.g. recipes/quickstart.yaml")
+    sweep.add_argument("overrides", nargs="*", metavar="key=v1,v2",
+                       help="a recipe key and its values, split on top-level commas only "
+                            "(loss.matryoshka_dims=[64,32],[32,16] is two lists); one value "
+                            "fixes the key for every trial")
+    sweep.add_argument("--seeds", type=seed_list, default=None, metavar="S1,S2",
+                       help="training.seed values, e.g. 0,1,2; settings are ranked by mean dev "
+                            "over them (default: the recipe's seed)")
+    sweep.add_argument("--output", type=Path, default=None,
+                       help="sweep folder: one run folder per trial, sweep.json, sweep.md "
+                            "(default: the recipe's output_dir + -sweep)")
+    sweep.add_argument("--test", action="store_true",
+                       help="also evaluate each trial on the test split (reported, never used "
+                            "to pick)")
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from rich.table import Table
+
+    from tapt.training.sweep import plan_sweep, run_sweep, setting_rows
+
+    plan = plan_sweep(args.recipe, args.overrides, seeds=args.seeds, output=args.output,
+                      run_test=args.test)  # every trial checked before training is imported
+    result = run_sweep(plan)
+    from tapt.training.distributed import is_main_process
+
+    if not is_main_process():
+        return 0
+    header, rows = setting_rows(result, args.test)
+    table = Table(title=f"{args.recipe.name}: sweep, best dev checkpoint of each trial")
+    for number, column in enumerate(header):
+        table.add_column(column, justify="left" if number == 0 else "right")
+    for row in rows:
+        table.add_row(*(escape(cell) for cell in row))
+    terminal.console.print(table)
+    best = result.best_trial
+    if best is not None:
+        terminal.console.print(f"winner: {escape(result.winner.setting)}; its best trial's model: "
+                               f"{best.folder / 'final'}", highlight=False, soft_wrap=True)
+    if result.note:
+        terminal.console.print(f"note: {escape(result.note)}", highlight=False)
+    for trial in result.failed:
+        terminal.console.print(f"[red]{trial.status}:[/red] {escape(trial.name)}: "
+                               f"{escape(trial.error or '')}", highlight=False, soft_wrap=True)
+    terminal.console.print(f"sweep written to {result.folder / 'sweep.json'} and sweep.md",
+                           highlight=False, soft_wrap=True)
+    return 1 if result.failed else 0
+
+
 COMMANDS = {"train": cmd_train, "dapt": cmd_dapt, "merge": cmd_merge,
-            "validate": cmd_validate, "recipe": cmd_recipe}
+            "validate": cmd_validate, "recipe": cmd_recipe, "sweep": cmd_sweep}

@@ -373,6 +373,13 @@ def _require_file(path: Path) -> None:
     raise DataError(path, "file not found")
 
 
+def strictness(lenient: bool) -> dict[str, bool]:
+    """``--lenient`` / ``data.lenient`` as the loaders' keywords: strict (FormBench)
+    requires an anchor per query and refuses empty texts; lenient (public BEIR sets)
+    allows both. Use as ``load_data(..., **strictness(lenient))``."""
+    return {"require_anchor": not lenient, "allow_empty": bool(lenient)}
+
+
 def load_beir_folder(folder: str | os.PathLike, splits: Iterable[str] = SPLITS, *,
                      require_anchor: bool = True, relevant_from: int | str = "auto",
                      allow_empty: bool = False, leaks: LeakPolicy = "warn") -> BeirDataset:

@@ -80,6 +80,16 @@ class Encoder(ABC):
         """Tokens the model will see for ``texts`` (after truncation), or None if unknown."""
         return None
 
+    def close(self) -> None:
+        """Release what the encoder holds open (an API client, a cache); nothing by
+        default. ``with encoder: ...`` calls it."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
     def cache_key(self, kind: TextKind = "document") -> dict | None:
         """Everything but the text that decides a ``kind`` embedding, for the on-disk
         embedding cache (:mod:`tapt.retrieval.embedding_cache`); None (the default): this

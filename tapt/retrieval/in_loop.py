@@ -23,12 +23,12 @@ from sentence_transformers.base.evaluation import BaseEvaluator  # torch: only t
 
 from tapt.bounds import POSITIVE_INT, check_optional
 from tapt.data.beir import BeirDataset
-from tapt.encoders.base import TruncatedEncoder
-from tapt.encoders.sentence import SentenceTransformerEncoder
+from tapt.encoders.factory import ModelOptions, wrap_model
 from tapt.files import append_json_line
 from tapt.finite import NonFiniteEmbeddingsError
 from tapt.retrieval.dense import DenseRetriever
 from tapt.retrieval.evaluate import evaluate
+from tapt.retrieval.factory import build_retriever
 from tapt.retrieval.metrics import METRIC_KEYS
 from tapt.retrieval.sharding import broadcast
 
@@ -41,11 +41,10 @@ def model_retriever(model, *, name: str, batch_size: int, top_k: int,
                     ) -> DenseRetriever:
     """Exact retrieval with an in-memory SentenceTransformer (trained or training), encoding
     in ``dtype`` (``auto``: bf16 on a CUDA GPU) without changing its weights."""
-    encoder = SentenceTransformerEncoder(model, name=name, dtype=dtype,
-                                         max_tokens_per_batch=max_tokens_per_batch)
-    if truncate_dim is not None:
-        encoder = TruncatedEncoder(encoder, truncate_dim)
-    return DenseRetriever(encoder, batch_size=batch_size, top_k=top_k, progress=progress)
+    options = ModelOptions(dtype=dtype, max_tokens_per_batch=max_tokens_per_batch,
+                           batch_size=batch_size, truncate_dim=truncate_dim)
+    return build_retriever(wrap_model(model, options, name=name), batch_size=batch_size,
+                           top_k=top_k, progress=progress)
 
 
 class RetrievalEvaluator(BaseEvaluator):

@@ -248,9 +248,9 @@ def pick_on_dev(models: Sequence, names: Sequence[str], settings: DevSettings, *
     model's; the second gets 1 - w) on the dev split, through ``tapt eval``'s path
     (:class:`~tapt.retrieval.dense.DenseRetriever`, :func:`~tapt.retrieval.evaluate.evaluate`),
     and pick the best by ``settings.metric`` (:func:`best_weight`)."""
-    from tapt.encoders.sentence import SentenceTransformerEncoder
-    from tapt.retrieval.dense import DenseRetriever
+    from tapt.encoders.factory import ModelOptions, wrap_model
     from tapt.retrieval.evaluate import evaluate
+    from tapt.retrieval.factory import build_retriever
 
     if len(models) != 2:
         raise MergeError(f"--pick-on-dev merges exactly two models, got {len(models)}")
@@ -258,6 +258,9 @@ def pick_on_dev(models: Sequence, names: Sequence[str], settings: DevSettings, *
         raise MergeError(f"metric must be one of {', '.join(METRIC_KEYS)}, got "
                          f"{settings.metric!r}")
     grid = check_grid(settings.grid)
+    options = ModelOptions(dtype=settings.dtype, progress=settings.progress,
+                           max_tokens_per_batch=settings.max_tokens_per_batch,
+                           batch_size=settings.batch_size)
     states = [model.state_dict() for model in models]
     work = copy.deepcopy(models[0])
     if settings.device:
@@ -265,11 +268,9 @@ def pick_on_dev(models: Sequence, names: Sequence[str], settings: DevSettings, *
     points, info = [], {}
     for weight in grid:
         merge_into(work, states, [weight, 1.0 - weight], names)
-        encoder = SentenceTransformerEncoder(
-            work, name=f"merge w={weight:g}", show_progress=settings.progress,
-            dtype=settings.dtype, max_tokens_per_batch=settings.max_tokens_per_batch)
-        retriever = DenseRetriever(encoder, batch_size=settings.batch_size,
-                                   top_k=settings.top_k, progress=settings.progress)
+        encoder = wrap_model(work, options, name=f"merge w={weight:g}")
+        retriever = build_retriever(encoder, batch_size=settings.batch_size,
+                                    top_k=settings.top_k, progress=settings.progress)
         report = evaluate(retriever, settings.dataset, settings.split,
                           corpus_ids=settings.corpus_ids, with_title=settings.with_title)
         point = GridPoint(weight=weight, metrics={key: float(report.metrics[key])
@@ -312,13 +313,14 @@ def check_request(count: int, weights: Sequence[float] | None,
 
 def load_sources(names: Sequence[str], *, family: str = "auto",
                  trust_remote_code: bool = False) -> tuple[list, list]:
-    """``(models, specs)``: each source loaded on the CPU in float32 through tapt's loader
-    (:func:`tapt.encoders.loading.load_sentence_transformer`)."""
-    from tapt.encoders.loading import ModelSpec, load_sentence_transformer
+    """``(models, specs)``: each source loaded on the CPU in float32 through tapt's model
+    factory (:func:`tapt.encoders.factory.load_model`)."""
+    from tapt.encoders.factory import ModelOptions, load_model
 
-    specs = [ModelSpec(name, family=family, trust_remote_code=trust_remote_code,
-                       device="cpu", dtype="float32") for name in names]
-    return [load_sentence_transformer(spec) for spec in specs], specs
+    options = ModelOptions(family=family, trust_remote_code=trust_remote_code, device="cpu",
+                           dtype="float32")
+    loaded = [load_model(name, options) for name in names]
+    return [model for model, _ in loaded], [spec for _, spec in loaded]
 
 
 def merge(names: Sequence[str], output: str | Path, *, weights: Sequence[float] | None = None,

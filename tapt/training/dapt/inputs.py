@@ -14,6 +14,7 @@ DEFAULT_MAX_LENGTH = 512
 def retrieval_data(recipe: DaptRecipe):
     """The BEIR data of the zero-shot dev evaluation (also the corpus when it is
     ``data.path``), or None when the recipe evaluates no retrieval."""
+    from tapt.data.beir import strictness
     from tapt.data.sources import load_data
 
     data = recipe.data
@@ -23,7 +24,7 @@ def retrieval_data(recipe: DaptRecipe):
     splits = [data.dev_split] if data.dev_split else []
     config = data.config if source == data.path else None
     return load_data(source, config, splits, revision=data.revision if source == data.path
-                     else None, require_anchor=not data.lenient, allow_empty=data.lenient)
+                     else None, **strictness(data.lenient))
 
 
 def dev_evaluator(recipe: DaptRecipe, dataset):

@@ -1,0 +1,159 @@
+"""The one place where a model name (or a loaded model) becomes an
+:class:`~tapt.encoders.base.Encoder`.
+
+Names: ``openai:MODEL`` / ``voyage:MODEL`` (:func:`tapt.encoders.api.load_api_encoder`,
+with :class:`APIOptions`), anything else a SentenceTransformer (a local path, a Hub id,
+``package:NAME/sub/path``) loaded with its family preset and :class:`ModelOptions`.
+``ModelOptions.truncate_dim`` is the API's ``dimensions`` for an API model and a
+:class:`~tapt.encoders.base.TruncatedEncoder` for a local one. Every encoder is a context
+manager: ``with open_encoder(name) as encoder: ...`` closes an API encoder's HTTP client
+and cache. The retrievers built on an encoder are :mod:`tapt.retrieval.factory`'s.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from tapt.bounds import NON_NEGATIVE_FLOAT, POSITIVE_INT, check_optional
+from tapt.encoders.api import is_api_model, load_api_encoder
+from tapt.encoders.base import Encoder, TruncatedEncoder
+from tapt.encoders.loading import ModelSpec, load_sentence_transformer
+from tapt.encoders.sentence import SentenceTransformerEncoder
+
+__all__ = ["APIOptions", "EncoderLoader", "ModelOptions", "is_api_model", "load_model",
+           "open_encoder", "wrap_model"]
+
+
+@dataclass(frozen=True)
+class ModelOptions:
+    """How a model is loaded and encodes (``tapt.cli.options.add_encoding_args``).
+
+    ``dtype`` is the load and compute dtype (None for :func:`wrap_model`: the weights'
+    own); ``truncate_dim`` keeps the first N embedding
+    dimensions (Matryoshka; an API model is asked for N dimensions); ``batch_size`` is
+    the texts per encoding batch of the retriever or analysis that uses the encoder.
+    """
+
+    family: str = "auto"
+    max_seq_length: int | None = None
+    trust_remote_code: bool = False
+    device: str | None = None
+    dtype: str | None = "auto"
+    max_tokens_per_batch: int | None = None
+    batch_size: int = 32
+    progress: bool = False
+    truncate_dim: int | None = None
+
+    def __post_init__(self) -> None:
+        check_optional(POSITIVE_INT, self.max_seq_length, "max_seq_length")
+        check_optional(POSITIVE_INT, self.max_tokens_per_batch, "max_tokens_per_batch")
+        POSITIVE_INT.check(self.batch_size, "batch_size")
+        check_optional(POSITIVE_INT, self.truncate_dim, "truncate_dim")
+
+    def spec(self, name: str) -> ModelSpec:
+        """The :class:`~tapt.encoders.loading.ModelSpec` of ``name`` under these options."""
+        return ModelSpec(str(name), family=self.family, max_seq_length=self.max_seq_length,
+                         trust_remote_code=self.trust_remote_code, device=self.device,
+                         dtype=self.dtype or "float32")
+
+
+@dataclass(frozen=True)
+class APIOptions:
+    """How an API model (``openai:`` / ``voyage:``) is called: endpoint, embedding cache
+    and client-side limits (None: the provider's defaults; 0 rpm/tpm: no limit)."""
+
+    base_url: str | None = None
+    cache_dir: Path | None = None
+    cache: bool = True
+    concurrency: int = 4
+    requests_per_minute: float | None = None
+    tokens_per_minute: float | None = None
+
+    def __post_init__(self) -> None:
+        POSITIVE_INT.check(self.concurrency, "concurrency")
+        check_optional(NON_NEGATIVE_FLOAT, self.requests_per_minute, "requests_per_minute")
+        check_optional(NON_NEGATIVE_FLOAT, self.tokens_per_minute, "tokens_per_minute")
+
+
+def _api_encoder(name: str, model: ModelOptions, api: APIOptions) -> Encoder:
+    return load_api_encoder(name, dimensions=model.truncate_dim, base_url=api.base_url,
+                            cache_dir=api.cache_dir, cache=api.cache,
+                            concurrency=api.concurrency,
+                            requests_per_minute=api.requests_per_minute,
+                            tokens_per_minute=api.tokens_per_minute)
+
+
+def _truncated(encoder: Encoder, truncate_dim: int | None) -> Encoder:
+    return encoder if truncate_dim is None else TruncatedEncoder(encoder, truncate_dim)
+
+
+class EncoderLoader:
+    """An encoder named by ``name``, checked now and loaded on the first call.
+
+    What fails without loading weights fails at construction: an API model is built at
+    once (a missing key or an unknown model), a local model's family is resolved. Call it
+    (any number of times) for the encoder; :meth:`close` (or ``with``) closes whatever was
+    built. Analyses take loaders so that one model at a time sits in memory.
+    """
+
+    def __init__(self, name: str, model: ModelOptions | None = None,
+                 api: APIOptions | None = None) -> None:
+        self.name = str(name)
+        self.model = model or ModelOptions()
+        self.api = api or APIOptions()
+        self._encoder: Encoder | None = None
+        if is_api_model(self.name):
+            self._encoder = _api_encoder(self.name, self.model, self.api)
+        else:
+            self._spec = self.model.spec(self.name)
+            self._spec.preset()  # an unknown family fails before anything loads
+
+    @property
+    def is_api(self) -> bool:
+        return is_api_model(self.name)
+
+    def __call__(self) -> Encoder:
+        if self._encoder is None:
+            encoder = SentenceTransformerEncoder.load(
+                self._spec, show_progress=self.model.progress,
+                max_tokens_per_batch=self.model.max_tokens_per_batch)
+            self._encoder = _truncated(encoder, self.model.truncate_dim)
+        return self._encoder
+
+    def close(self) -> None:
+        if self._encoder is not None:
+            self._encoder.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def open_encoder(name: str, model: ModelOptions | None = None,
+                 api: APIOptions | None = None) -> Encoder:
+    """``name`` as a loaded :class:`~tapt.encoders.base.Encoder` (a context manager that
+    closes it). Raises ``ValueError`` for an unknown family, an API name without a model
+    or a missing API key; :class:`~tapt.encoders.loading.ModelSourceError` (and the
+    loader's other errors) for a model that cannot be found or read."""
+    return EncoderLoader(name, model, api)()
+
+
+def wrap_model(model, options: ModelOptions | None = None, *, name: str | None = None
+               ) -> Encoder:
+    """An already-loaded SentenceTransformer (one training or merging) as an encoder that
+    computes in ``options.dtype`` (under autocast: its weights stay as they are)."""
+    options = options or ModelOptions()
+    encoder = SentenceTransformerEncoder(model, name=name, show_progress=options.progress,
+                                         dtype=options.dtype,
+                                         max_tokens_per_batch=options.max_tokens_per_batch)
+    return _truncated(encoder, options.truncate_dim)
+
+
+def load_model(name: str, options: ModelOptions | None = None):
+    """``(SentenceTransformer, ModelSpec)`` of ``name`` for code that changes the weights
+    (merging): the bare model, not an encoder."""
+    spec = (options or ModelOptions()).spec(name)  # an API name: refused by the loader
+    return load_sentence_transformer(spec), spec

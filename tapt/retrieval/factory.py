@@ -1,0 +1,62 @@
+"""The one place where a retriever is built: ``bm25``, dense (an encoder) or hybrid (an
+encoder fused with BM25).
+
+The encoders come from :mod:`tapt.encoders.factory`. Hybrid parameters are checked once,
+by :class:`~tapt.retrieval.hybrid.HybridRetriever` (and, on the command line, by the
+flags' argparse types).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tapt.encoders.base import Encoder
+from tapt.retrieval.bm25 import BM25Retriever
+from tapt.retrieval.dense import DenseRetriever
+
+BM25 = "bm25"
+
+
+@dataclass(frozen=True)
+class HybridOptions:
+    """Fuse the dense ranking with BM25's (see :mod:`tapt.retrieval.hybrid`); ``depth``:
+    the passages each system contributes per query (None: the fused ``top_k``)."""
+
+    fusion: str = "rrf"
+    rrf_k: float = 60.0
+    alpha: float = 0.5
+    depth: int | None = None
+
+
+def is_bm25(name: str) -> bool:
+    """True for the lexical baseline's name (``bm25``, any case)."""
+    return str(name).strip().lower() == BM25
+
+
+def build_retriever(source: str | Encoder, *, top_k: int = 100, batch_size: int = 32,
+                    progress: bool = False, k1: float = 1.5, b: float = 0.75,
+                    hybrid: HybridOptions | None = None):
+    """``bm25`` -> :class:`~tapt.retrieval.bm25.BM25Retriever` (``k1``, ``b``); an encoder
+    -> :class:`~tapt.retrieval.dense.DenseRetriever`, fused with BM25 by a
+    :class:`~tapt.retrieval.hybrid.HybridRetriever` when ``hybrid`` is given.
+
+    Raises ``ValueError`` for a name other than ``bm25`` (open it with
+    :func:`tapt.encoders.factory.open_encoder` first) and for bad hybrid parameters.
+    """
+    if isinstance(source, str):
+        if not is_bm25(source):
+            raise ValueError(f"retriever {source!r}: give bm25 or an encoder "
+                             "(tapt.encoders.factory.open_encoder)")
+        if hybrid is not None:
+            raise ValueError("hybrid retrieval fuses an encoder's ranking with BM25's; "
+                             "got bm25 alone")
+        return BM25Retriever(top_k=top_k, k1=k1, b=b, progress=progress)
+    if hybrid is None:
+        return DenseRetriever(source, batch_size=batch_size, top_k=top_k, progress=progress)
+    from tapt.retrieval.hybrid import HybridRetriever
+
+    depth = hybrid.depth or top_k
+    dense = DenseRetriever(source, batch_size=batch_size, top_k=depth, progress=progress)
+    return HybridRetriever(dense, BM25Retriever(top_k=depth, progress=progress),
+                           fusion=hybrid.fusion, rrf_k=hybrid.rrf_k, alpha=hybrid.alpha,
+                           top_k=top_k)
