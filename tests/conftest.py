@@ -30,6 +30,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# No local-model embedding cache unless a test asks for one with --cache-dir (tests must not
+# reuse each other's passages, nor write to ~/.cache).
+os.environ.setdefault("TAPT_EMBEDDING_CACHE", "0")
 
 import pytest
 import yaml

@@ -65,8 +65,14 @@ def relevant_from(text: str) -> int | str:
         raise argparse.ArgumentTypeError(str(err)) from None
 
 
+def seed_list(text: str) -> list[int]:
+    """``--seeds 0,1,2``: comma-separated seeds, each one a :func:`seed`."""
+    return [seed(item.strip()) for item in text.split(",")]
+
+
 NUMBER_TYPES = (positive_int, non_negative_int, seed, positive_float, non_negative_float,
-                fraction, open_fraction, margin_or_none, finite_float, relevant_from)
+                fraction, open_fraction, margin_or_none, finite_float, relevant_from,
+                seed_list)
 """The only ``type=`` a numeric flag may have (a test walks the parser tree)."""
 
 
@@ -196,6 +202,21 @@ def add_encoding_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--truncate-dim", type=positive_int, default=None,
                         help="use the first N embedding dimensions (Matryoshka; an API "
                              "model is asked for N dimensions)")
+    cache = parser.add_argument_group(
+        "embedding cache and search (local models: passage embeddings in memory-mapped "
+        "shards, reused while the weights, tokenizer, prompt, length and dtype are the same; "
+        "API models: an SQLite cache of responses)")
+    cache.add_argument("--cache-dir", type=Path, default=None,
+                       help="cache folder (default: $TAPT_CACHE_DIR/embeddings, else "
+                            "~/.cache/tapt/embeddings)")
+    cache.add_argument("--no-cache", action="store_true",
+                       help="do not read or write the cache")
+    cache.add_argument("--search-backend", choices=("auto", "faiss", "torch"), default="auto",
+                       help="exact search: faiss, or torch (matmul + top-k on the GPUs, for "
+                            "a CUDA without faiss-gpu); auto picks torch only on a GPU that "
+                            "faiss cannot use")
+    cache.add_argument("--search-storage", choices=("float32", "float16"), default="float32",
+                       help="row storage of the torch search (float16 halves its memory)")
     add_api_args(parser)
 
 
@@ -208,9 +229,6 @@ def add_api_args(parser: argparse.ArgumentParser) -> None:
     api.add_argument("--api-base-url", default=None,
                      help="endpoint base URL (default: OPENAI_BASE_URL / VOYAGE_BASE_URL, "
                           "else the provider's)")
-    api.add_argument("--cache-dir", type=Path, default=None,
-                     help="embedding cache folder (default: ~/.cache/tapt/embeddings)")
-    api.add_argument("--no-cache", action="store_true", help="do not read or write the cache")
     api.add_argument("--api-concurrency", type=positive_int, default=4,
                      help="requests in flight at once (default 4)")
     api.add_argument("--api-rpm", type=non_negative_float, default=None,
@@ -242,6 +260,27 @@ def api_options(args: argparse.Namespace, names: Iterable[str] = ()):
     return APIOptions(base_url=args.api_base_url, cache_dir=args.cache_dir,
                       cache=not args.no_cache, concurrency=args.api_concurrency,
                       requests_per_minute=args.api_rpm, tokens_per_minute=args.api_tpm)
+
+
+LOCAL_CACHE_ENV = "TAPT_EMBEDDING_CACHE"
+"""Set to 0 to turn the local-model embedding cache off unless ``--cache-dir`` is given (the
+test suite does, so that tests do not share cached passages)."""
+
+
+def search_options(args: argparse.Namespace):
+    """:class:`tapt.retrieval.factory.SearchOptions` from :func:`add_encoding_args`' flags;
+    the local-model cache lives in ``CACHE_DIR/local`` and is checked for writability."""
+    from tapt.encoders.api.cache import default_cache_dir
+    from tapt.retrieval.factory import SearchOptions
+
+    cache_dir = None
+    wanted = args.cache_dir is not None or os.environ.get(LOCAL_CACHE_ENV, "1") != "0"
+    if wanted and not getattr(args, "no_cache", True):
+        cache_dir = (args.cache_dir or default_cache_dir()) / "local"
+        check_folder("--cache-dir", cache_dir)
+    return SearchOptions(backend=getattr(args, "search_backend", "auto"),
+                         storage=getattr(args, "search_storage", "float32"),
+                         cache_dir=None if cache_dir is None else str(cache_dir))
 
 
 def add_data_args(parser: argparse.ArgumentParser, split_default: str = "test") -> None:

@@ -24,6 +24,7 @@ from tapt.cli.options import (
     non_negative_float,
     non_negative_int,
     positive_int,
+    search_options,
     seed,
 )
 
@@ -144,10 +145,11 @@ def cmd_eval(args: argparse.Namespace) -> int:
     # checked now (an API model is built: a missing key fails before the data loads)
     loader = EncoderLoader(args.model, model_options(args, progress=progress),
                            api_options(args, [args.model]))
+    search = search_options(args)
     try:
         return _run_retrieval(args, lambda: build_retriever(
             loader(), top_k=args.top_k, batch_size=args.batch_size, progress=progress,
-            hybrid=hybrid))
+            hybrid=hybrid, search=search))
     except APIError as err:
         terminal.console.print(f"[red]error:[/red] {escape(str(err))}", highlight=False,
                                soft_wrap=True)
@@ -179,12 +181,13 @@ def cmd_mine(args: argparse.Namespace) -> int:
     loader = None if is_bm25(args.retriever) else EncoderLoader(
         args.retriever, model_options(args, progress=progress),
         api_options(args, [args.retriever]))  # e.g. openai:text-embedding-3-large as teacher
+    search = search_options(args)
     try:
         dataset = load_data(args.data, args.config, [args.split], revision=args.revision,
                             relevant_from=args.relevant_from, **strictness(args.lenient))
         retriever = build_retriever(args.retriever if loader is None else loader(),
                                     top_k=args.depth, batch_size=args.batch_size,
-                                    progress=progress)
+                                    progress=progress, search=search)
         records, summary = mine(retriever, dataset, args.split, settings,
                                 with_title=not args.no_title)
     finally:

@@ -19,6 +19,7 @@ from tapt.cli.options import (
     non_negative_int,
     positive_int,
     seed,
+    seed_list,
 )
 from tapt.encoders.precision import DTYPE_NAMES
 
@@ -232,11 +233,6 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 # tapt sweep (tapt.training.sweep) ------------------------------------------------------
-
-def seed_list(text: str) -> list[int]:
-    """``--seeds 0,1,2``: comma-separated seeds."""
-    return [seed(item.strip()) for item in text.split(",")]
-
 
 def _add_sweep_parser(commands) -> None:
     sweep = commands.add_parser(

@@ -100,7 +100,11 @@ def evaluate(retriever: Retriever, dataset: BeirDataset, split: str, *,
                  "corpus_size": len(corpus_ids), "full_corpus_size": len(dataset.corpus),
                  "num_queries": len(query_ids), "with_title": with_title,
                  "dtype": getattr(encoder, "compute_dtype", None),
-                 "relevance": dataset.rule.to_dict(), **(info or {})}
+                 "relevance": dataset.rule.to_dict(),
+                 **({"search": {"backend": retrieval.search_backend, "passages_from_cache":
+                                int(retrieval.timings.get("corpus_from_cache", 0))}}
+                    if encoder is not None else {}),
+                 **(info or {})}
     return EvalReport(metrics=scored.mean, per_query=scored.per_query, run=retrieval.run,
                       timings=retrieval.timings, info=evaluated)
 

@@ -33,9 +33,25 @@ def is_bm25(name: str) -> bool:
     return str(name).strip().lower() == BM25
 
 
+@dataclass
+class SearchOptions:
+    """How a dense retriever searches and whether it reuses cached passage embeddings:
+    ``backend`` auto | faiss | torch, ``storage`` float32 | float16 (torch), ``cache_dir``
+    the local-model embedding cache (None: off), ``cache_storage`` float32 | float16."""
+
+    backend: str = "auto"
+    storage: str = "float32"
+    cache_dir: str | None = None
+    cache_storage: str = "float32"
+
+    def dense_kwargs(self) -> dict:
+        return {"search_backend": self.backend, "search_storage": self.storage,
+                "cache_dir": self.cache_dir, "cache_storage": self.cache_storage}
+
+
 def build_retriever(source: str | Encoder, *, top_k: int = 100, batch_size: int = 32,
                     progress: bool = False, k1: float = 1.5, b: float = 0.75,
-                    hybrid: HybridOptions | None = None):
+                    hybrid: HybridOptions | None = None, search: SearchOptions | None = None):
     """``bm25`` -> :class:`~tapt.retrieval.bm25.BM25Retriever` (``k1``, ``b``); an encoder
     -> :class:`~tapt.retrieval.dense.DenseRetriever`, fused with BM25 by a
     :class:`~tapt.retrieval.hybrid.HybridRetriever` when ``hybrid`` is given.
@@ -51,12 +67,15 @@ def build_retriever(source: str | Encoder, *, top_k: int = 100, batch_size: int 
             raise ValueError("hybrid retrieval fuses an encoder's ranking with BM25's; "
                              "got bm25 alone")
         return BM25Retriever(top_k=top_k, k1=k1, b=b, progress=progress)
+    dense_kwargs = (search or SearchOptions()).dense_kwargs()
     if hybrid is None:
-        return DenseRetriever(source, batch_size=batch_size, top_k=top_k, progress=progress)
+        return DenseRetriever(source, batch_size=batch_size, top_k=top_k, progress=progress,
+                              **dense_kwargs)
     from tapt.retrieval.hybrid import HybridRetriever
 
     depth = hybrid.depth or top_k
-    dense = DenseRetriever(source, batch_size=batch_size, top_k=depth, progress=progress)
+    dense = DenseRetriever(source, batch_size=batch_size, top_k=depth, progress=progress,
+                           **dense_kwargs)
     return HybridRetriever(dense, BM25Retriever(top_k=depth, progress=progress),
                            fusion=hybrid.fusion, rrf_k=hybrid.rrf_k, alpha=hybrid.alpha,
                            top_k=top_k)
