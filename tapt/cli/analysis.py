@@ -8,6 +8,7 @@ import argparse
 from pathlib import Path
 
 from tapt.cli import terminal
+from tapt.cli.distributed import is_main, multiprocess
 from tapt.cli.options import (
     add_analysis_data,
     add_analysis_outputs,
@@ -64,7 +65,7 @@ def add_parsers(commands) -> None:
     size = ablations.add_parser(
         "corpus-size", help="metrics at distractor fractions; every judged passage kept, "
                             "each model's corpus encoded once")
-    add_model_options(size, several=True, bm25=True)
+    add_model_options(size, several=True, bm25=True, one_vector=True)
     size.add_argument("--fractions", type=fraction, nargs="+", default=list(DEFAULT_FRACTIONS),
                       help="distractor fractions (default: %(default)s)")
     size.add_argument("--top-k", type=positive_int, default=100,
@@ -77,7 +78,7 @@ def add_parsers(commands) -> None:
     geometry = analyses.add_parser(
         "geometry", help="cosine tiers (anchor, hard, soft, random), Delta, anchor rank-1 "
                          "rate, similarity band, anisotropy")
-    add_model_options(geometry, several=False)
+    add_model_options(geometry, several=False, one_vector=True)
     group = geometry.add_mutually_exclusive_group()
     group.add_argument("--distractors", type=non_negative_int, default=None,
                        help="corpus: every judged passage plus N distractors (default 1000)")
@@ -92,7 +93,7 @@ def add_parsers(commands) -> None:
     probe = commands.add_parser(
         "probe", help="classification (logistic regression) and clustering (k-means) on "
                       "frozen passage embeddings, per label field of the corpus")
-    add_model_options(probe, several=True)
+    add_model_options(probe, several=True, one_vector=True)
     probe.add_argument("--label", action="append", default=None, metavar="FIELD",
                        help="label field of corpus.jsonl (default: domain and class, as tapt "
                             "data synth writes them)")
@@ -121,11 +122,13 @@ def add_parsers(commands) -> None:
 
 def _analysis_files(args: argparse.Namespace) -> tuple[Path | None, Path | None]:
     """``--output`` and the PNG path, checked writable; existing files are refused without
-    ``--overwrite``."""
+    ``--overwrite`` (checked on rank 0 only under torchrun: it alone writes)."""
     output = args.output
     plot = args.plot or (output.with_suffix(".png") if output is not None else None)
-    check_outputs([("--output", output), ("--plot", plot),
-                   ("--markdown", getattr(args, "markdown", None))], overwrite=args.overwrite)
+    if is_main():
+        check_outputs([("--output", output), ("--plot", plot),
+                       ("--markdown", getattr(args, "markdown", None))],
+                      overwrite=args.overwrite)
     return output, plot
 
 
@@ -203,6 +206,7 @@ def _show_and_save(table, data: dict, output: Path, figure, plot: Path, what: st
     terminal.console.print(f"{what} written to {output}, plot to {plot}")
 
 
+@multiprocess
 def cmd_ablate(args: argparse.Namespace) -> int:
     from tapt.analysis.ablation import ablation_figure, ablation_table, corpus_size_ablation
 
@@ -213,11 +217,14 @@ def cmd_ablate(args: argparse.Namespace) -> int:
         list(loaders.values()), dataset, args.split, fractions=args.fractions, seed=args.seed,
         batch_size=args.batch_size, top_k=args.top_k, with_title=not args.no_title,
         names=list(loaders), on_model=lambda name: terminal.console.print(f"[bold]{name}[/bold]"))
+    if not is_main():  # under torchrun rank 0 alone prints and writes
+        return 0
     _show_and_save(ablation_table(result), result.to_dict(), output,
                    ablation_figure(result), plot, "ablation")
     return 0
 
 
+@multiprocess
 def cmd_analyze(args: argparse.Namespace) -> int:
     from tapt.analysis.embed import labelled, materialized
     from tapt.analysis.geometry import analyze_geometry, geometry_figure, geometry_table
@@ -233,11 +240,14 @@ def cmd_analyze(args: argparse.Namespace) -> int:
                                     random_per_query=args.random_per_query, pairs=args.pairs,
                                     batch_size=args.batch_size, with_title=not args.no_title,
                                     name=name)
+    if not is_main():  # under torchrun rank 0 alone prints and writes
+        return 0
     _show_and_save(geometry_table(geometry), geometry.to_dict(), output,
                    geometry_figure(geometry), plot, "geometry")
     return 0
 
 
+@multiprocess
 def cmd_probe(args: argparse.Namespace) -> int:
     from tapt.analysis.probes import probe_figure, probe_table, read_labels, run_probes
     from tapt.data.sources import config_name
@@ -254,6 +264,8 @@ def cmd_probe(args: argparse.Namespace) -> int:
                         max_passages=args.max_passages, batch_size=args.batch_size,
                         with_title=not args.no_title,
                         on_model=lambda name: terminal.console.print(f"[bold]{name}[/bold]"))
+    if not is_main():  # under torchrun rank 0 alone prints and writes
+        return 0
     _show_and_save(probe_table(result), result.to_dict(), output, probe_figure(result), plot,
                    "probes")
     return 0

@@ -34,7 +34,13 @@ def add_parsers(commands) -> None:
                             help="accept empty passages and queries without an anchor")
         add_relevance_arg(parser)
     stats.add_argument("--tokenizer", default=None,
-                       help="model whose tokenizer counts tokens (default: whitespace words)")
+                       help="model whose tokenizer counts tokens (default: whitespace words); "
+                            "also shows what share of passages and tokens each --max-length "
+                            "cuts off")
+    stats.add_argument("--max-length", type=positive_int, nargs="+", default=None,
+                       metavar="N",
+                       help="maximum lengths to report with --tokenizer (default: 256 512 "
+                            "1024 2048 8192)")
     synth = data_commands.add_parser("synth", help="generate a FormBench-like BEIR dataset")
     synth.add_argument("out", type=Path, metavar="OUT",
                        help="folder to write (refused when it already holds a dataset)")
@@ -73,6 +79,8 @@ def cmd_data(args: argparse.Namespace) -> int:
                       f"{summary.role_swap_share:.1%}")
         terminal.console.print(table)
         return 0
+    if getattr(args, "max_length", None) and not args.tokenizer:
+        raise ValueError("--max-length needs --tokenizer MODEL (lengths in that model's tokens)")
     splits = args.splits or present_splits(args.folder)
     dataset = load_beir_folder(args.folder, splits, relevant_from=args.relevant_from,
                                **strictness(args.lenient))
@@ -87,9 +95,12 @@ def cmd_data(args: argparse.Namespace) -> int:
             + f"; relevance rule {dataset.rule.describe()}")
         return 0
     from tapt.data.stats import (
+        MAX_LENGTHS,
         length_percentiles,
         tier_counts,
+        token_lengths,
         tokenizer_counter,
+        truncation_shares,
         whitespace_counter,
     )
 
@@ -112,12 +123,22 @@ def cmd_data(args: argparse.Namespace) -> int:
     else:
         counter, unit = whitespace_counter, "whitespace words"
     texts = [passage.as_text() for passage in dataset.corpus.values()]
-    lengths = length_percentiles(texts, counter)
+    counts = token_lengths(texts, counter)
+    lengths = length_percentiles(texts, counter, lengths=counts)
     table = Table(title=f"passage length in {unit}, {len(texts):,} passages")
     for key in lengths:
         table.add_column(key, justify="right")
     table.add_row(*(f"{value:,.0f}" for value in lengths.values()))
     terminal.console.print(table)
+    if args.tokenizer:
+        table = Table(title=f"truncation at a maximum length ({unit}, special tokens "
+                            "included; --long-passages chunk-mean/chunk-max read it all)")
+        for column in ("max length", "passages longer", "tokens dropped"):
+            table.add_column(column, justify="right")
+        for limit, share in truncation_shares(counts, args.max_length or MAX_LENGTHS).items():
+            table.add_row(f"{limit:,}", f"{share['passages_longer']:.2%}",
+                          f"{share['tokens_dropped']:.2%}")
+        terminal.console.print(table)
     return 0
 
 

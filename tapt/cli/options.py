@@ -178,10 +178,12 @@ def add_source_args(parser: argparse.ArgumentParser, *, split: str | None = "tes
                         help="encode passages without their title (default: title + ' ' + text)")
 
 
-def add_encoding_args(parser: argparse.ArgumentParser) -> None:
+def add_encoding_args(parser: argparse.ArgumentParser, *, one_vector: bool = False) -> None:
     """How a model is loaded and encodes, declared once for every command that takes a
     model: ``--family --max-seq-length --batch-size --max-tokens-per-batch --dtype
-    --trust-remote-code --device --truncate-dim`` and the API group (:func:`add_api_args`).
+    --trust-remote-code --device --truncate-dim``, the long-passage group
+    (:func:`add_long_passage_args`; ``one_vector``: the command needs one vector per
+    passage, so ``chunk-max`` is refused) and the API group (:func:`add_api_args`).
     :func:`model_options` and :func:`api_options` read them back."""
     parser.add_argument("--family", default="auto", help=family_help())
     parser.add_argument("--max-seq-length", type=positive_int, default=None,
@@ -217,7 +219,34 @@ def add_encoding_args(parser: argparse.ArgumentParser) -> None:
                             "faiss cannot use")
     cache.add_argument("--search-storage", choices=("float32", "float16"), default="float32",
                        help="row storage of the torch search (float16 halves its memory)")
+    add_long_passage_args(parser, one_vector=one_vector)
     add_api_args(parser)
+
+
+def add_long_passage_args(parser: argparse.ArgumentParser, *, one_vector: bool = False) -> None:
+    """``--long-passages --chunk-tokens --chunk-stride`` (:mod:`tapt.encoders.long_passages`);
+    ``one_vector``: the command needs one vector per passage, so :func:`model_options`
+    refuses ``chunk-max`` (one vector per window) before anything loads (the flag itself
+    is the same on every command)."""
+    from tapt.encoders.long_passages import MODES
+
+    if one_vector:
+        parser.set_defaults(one_vector_per_passage=True)
+    group = parser.add_argument_group(
+        "long passages (longer than the model's maximum length; local models)")
+    group.add_argument("--long-passages", choices=MODES, default="truncate",
+                       help="truncate: the first max-length tokens; chunk-mean: split into "
+                            "token windows, encode each, mean of the window embeddings; "
+                            "chunk-max: each window its own index row, a passage scored by "
+                            "its best window (MaxSim)"
+                            + ("; chunk-max is refused here: this command needs one vector "
+                               "per passage" if one_vector else ""))
+    group.add_argument("--chunk-tokens", type=positive_int, default=None,
+                       help="content tokens per window (default: the model's maximum length "
+                            "minus its prompt and special tokens)")
+    group.add_argument("--chunk-stride", type=positive_int, default=None,
+                       help="tokens between window starts, at most --chunk-tokens (default: "
+                            "--chunk-tokens, no overlap)")
 
 
 def add_api_args(parser: argparse.ArgumentParser) -> None:
@@ -239,14 +268,23 @@ def add_api_args(parser: argparse.ArgumentParser) -> None:
 
 
 def model_options(args: argparse.Namespace, *, progress: bool = False):
-    """:class:`tapt.encoders.factory.ModelOptions` from :func:`add_encoding_args`' flags."""
+    """:class:`tapt.encoders.factory.ModelOptions` from :func:`add_encoding_args`' flags
+    (a bad long-passage combination raises
+    :class:`~tapt.encoders.long_passages.LongPassageError` naming the flag)."""
     from tapt.encoders.factory import ModelOptions
+    from tapt.encoders.long_passages import LongPassageError, LongPassages
 
+    long_passages = LongPassages(getattr(args, "long_passages", "truncate"),
+                                 getattr(args, "chunk_tokens", None),
+                                 getattr(args, "chunk_stride", None))
+    if getattr(args, "one_vector_per_passage", False) and not long_passages.one_vector:
+        raise LongPassageError("--long-passages chunk-max keeps one vector per window; this "
+                               "command needs one per passage: use chunk-mean or truncate")
     return ModelOptions(family=args.family, max_seq_length=args.max_seq_length,
                         trust_remote_code=args.trust_remote_code, device=args.device,
                         dtype=args.dtype, max_tokens_per_batch=args.max_tokens_per_batch,
                         batch_size=args.batch_size, progress=progress,
-                        truncate_dim=args.truncate_dim)
+                        truncate_dim=args.truncate_dim, long_passages=long_passages)
 
 
 def api_options(args: argparse.Namespace, names: Iterable[str] = ()):
@@ -307,15 +345,16 @@ def add_quiet_arg(parser: argparse.ArgumentParser) -> None:
 
 
 def add_model_options(parser: argparse.ArgumentParser, *, several: bool,
-                      bm25: bool = False) -> None:
-    """The analysis commands' ``--model [NAME=]MODEL`` and the encoding options."""
+                      bm25: bool = False, one_vector: bool = False) -> None:
+    """The analysis commands' ``--model [NAME=]MODEL`` and the encoding options
+    (``one_vector``: see :func:`add_encoding_args`)."""
     parser.add_argument("--model", required=True, action="append" if several else "store",
                         metavar="[NAME=]MODEL",
                         help="Hub id, local path, package:NAME/sub/path or openai:/voyage:"
                              "MODEL, optionally labelled NAME=MODEL"
                              + (" (repeat for several)" if several else "")
                              + ("; bm25 for the lexical baseline" if bm25 else ""))
-    add_encoding_args(parser)
+    add_encoding_args(parser, one_vector=one_vector)
 
 
 def add_analysis_data(parser: argparse.ArgumentParser, *, split: bool = True,

@@ -12,13 +12,14 @@ and cache. The retrievers built on an encoder are :mod:`tapt.retrieval.factory`'
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from tapt.bounds import NON_NEGATIVE_FLOAT, POSITIVE_INT, check_optional
 from tapt.encoders.api import is_api_model, load_api_encoder
 from tapt.encoders.base import Encoder, TruncatedEncoder
 from tapt.encoders.loading import ModelSpec, load_sentence_transformer
+from tapt.encoders.long_passages import LongPassageError, LongPassages
 from tapt.encoders.sentence import SentenceTransformerEncoder
 
 __all__ = ["APIOptions", "EncoderLoader", "ModelOptions", "is_api_model", "load_model",
@@ -32,7 +33,9 @@ class ModelOptions:
     ``dtype`` is the load and compute dtype (None for :func:`wrap_model`: the weights'
     own); ``truncate_dim`` keeps the first N embedding
     dimensions (Matryoshka; an API model is asked for N dimensions); ``batch_size`` is
-    the texts per encoding batch of the retriever or analysis that uses the encoder.
+    the texts per encoding batch of the retriever or analysis that uses the encoder;
+    ``long_passages`` how passages longer than the maximum length are encoded (local
+    models only: :mod:`tapt.encoders.long_passages`).
     """
 
     family: str = "auto"
@@ -44,6 +47,7 @@ class ModelOptions:
     batch_size: int = 32
     progress: bool = False
     truncate_dim: int | None = None
+    long_passages: LongPassages = field(default_factory=LongPassages)
 
     def __post_init__(self) -> None:
         check_optional(POSITIVE_INT, self.max_seq_length, "max_seq_length")
@@ -104,6 +108,10 @@ class EncoderLoader:
         self.api = api or APIOptions()
         self._encoder: Encoder | None = None
         if is_api_model(self.name):
+            if self.model.long_passages.chunked:
+                raise LongPassageError(f"--long-passages {self.model.long_passages.mode}: "
+                                       f"{self.name} is an API model, which tapt cannot "
+                                       "split into windows; use --long-passages truncate")
             self._encoder = _api_encoder(self.name, self.model, self.api)
         else:
             self._spec = self.model.spec(self.name)
@@ -117,7 +125,8 @@ class EncoderLoader:
         if self._encoder is None:
             encoder = SentenceTransformerEncoder.load(
                 self._spec, show_progress=self.model.progress,
-                max_tokens_per_batch=self.model.max_tokens_per_batch)
+                max_tokens_per_batch=self.model.max_tokens_per_batch,
+                long_passages=self.model.long_passages)
             self._encoder = _truncated(encoder, self.model.truncate_dim)
         return self._encoder
 
@@ -148,7 +157,8 @@ def wrap_model(model, options: ModelOptions | None = None, *, name: str | None =
     options = options or ModelOptions()
     encoder = SentenceTransformerEncoder(model, name=name, show_progress=options.progress,
                                          dtype=options.dtype,
-                                         max_tokens_per_batch=options.max_tokens_per_batch)
+                                         max_tokens_per_batch=options.max_tokens_per_batch,
+                                         long_passages=options.long_passages)
     return _truncated(encoder, options.truncate_dim)
 
 

@@ -10,6 +10,13 @@ from tapt.bounds import POSITIVE_INT, check_optional
 from tapt.encoders import st_inference  # by module: tests replace supports_token_batching
 from tapt.encoders.base import EncodedBatch, Encoder, TextKind, collect_in_order
 from tapt.encoders.loading import ModelSpec, load_sentence_transformer
+from tapt.encoders.long_passages import (
+    LongPassageError,
+    LongPassages,
+    WindowStats,
+    encode_windows,
+)
+from tapt.encoders.long_passages import info as long_passage_info
 from tapt.encoders.model_digest import model_key
 from tapt.encoders.precision import compute_context, dtype_name, resolve_dtype
 
@@ -42,6 +49,10 @@ class SentenceTransformerEncoder(Encoder):
             in another dtype are run under autocast and stay as they are. None: the
             weights' own dtype.
         max_tokens_per_batch: Padded tokens per batch.
+        long_passages: How passages longer than the maximum length are encoded
+            (:mod:`tapt.encoders.long_passages`; default: truncated). With ``chunk-max``
+            :meth:`encode_stream` yields one row per window and :meth:`encode_corpus`
+            (one vector per passage) refuses.
 
     Example::
 
@@ -50,7 +61,8 @@ class SentenceTransformerEncoder(Encoder):
     """
 
     def __init__(self, model, name: str | None = None, show_progress: bool = False, *,
-                 dtype: str | None = None, max_tokens_per_batch: int | None = None) -> None:
+                 dtype: str | None = None, max_tokens_per_batch: int | None = None,
+                 long_passages: LongPassages | None = None) -> None:
         self.model = model
         self.name = name or "sentence-transformer"
         self.normalize = model.similarity_fn_name in (None, "cosine")
@@ -58,16 +70,19 @@ class SentenceTransformerEncoder(Encoder):
         self.dtype = resolve_dtype(dtype, str(model.device)) if dtype else None
         self.max_tokens_per_batch = check_optional(POSITIVE_INT, max_tokens_per_batch,
                                                    "max_tokens_per_batch")
+        self.long_passages = long_passages or LongPassages()
+        self.window_stats = WindowStats()
 
     @classmethod
     def load(cls, spec: ModelSpec, show_progress: bool = False, *,
-             max_tokens_per_batch: int | None = None) -> SentenceTransformerEncoder:
+             max_tokens_per_batch: int | None = None,
+             long_passages: LongPassages | None = None) -> SentenceTransformerEncoder:
         """Load ``spec`` with its family preset (see :func:`load_sentence_transformer`);
         ``spec.dtype`` is both the weights' dtype and the compute dtype."""
         model = load_sentence_transformer(spec)
         return cls(model, name=spec.name_or_path, show_progress=show_progress,
                    dtype=dtype_name(next(model.parameters()).dtype),
-                   max_tokens_per_batch=max_tokens_per_batch)
+                   max_tokens_per_batch=max_tokens_per_batch, long_passages=long_passages)
 
     @property
     def embedding_dim(self) -> int:
@@ -81,7 +96,12 @@ class SentenceTransformerEncoder(Encoder):
     def cache_key(self, kind: TextKind = "document") -> dict:
         """The weights', tokenizer's and modules' digests plus the prompt, maximum length,
         compute dtype and normalisation (computed once per encoder: hashing reads every
-        weight; a model trained further must get a new encoder)."""
+        weight; a model trained further must get a new encoder). Passages under chunk-mean
+        add the long-passage settings; under chunk-max (several rows per passage) None:
+        no cache."""
+        chunked = kind == "document" and self.long_passages.chunked
+        if chunked and not self.long_passages.one_vector:
+            return None
         if getattr(self, "_cache_keys", None) is None:
             self._cache_keys: dict[str, dict] = {}
         if kind not in self._cache_keys:
@@ -91,16 +111,37 @@ class SentenceTransformerEncoder(Encoder):
                 max_length=self.model.max_seq_length, dtype=self.compute_dtype,
                 normalize=self.normalize, token_batching=st_inference.supports_token_batching(
                     self.model))
+        if chunked:
+            options = self.long_passages
+            return {**self._cache_keys[kind], "long_passages": {
+                "mode": options.mode, "chunk_tokens": options.chunk_tokens,
+                "chunk_stride": options.chunk_stride}}
         return self._cache_keys[kind]
+
+    def result_info(self) -> dict:
+        """``evaluated.long_passages`` of a result JSON: the mode, window size and stride,
+        and how many passages were split into how many windows."""
+        return {"long_passages": long_passage_info(self.long_passages, self.window_stats)}
 
     def encode_stream(self, texts: Sequence[str], kind: TextKind = "document",
                       batch_size: int = 32) -> Iterator[EncodedBatch]:
         if not texts:
             return
+        chunked = kind == "document" and self.long_passages.chunked
         if not st_inference.supports_token_batching(self.model):
+            if chunked:
+                raise LongPassageError(
+                    f"--long-passages {self.long_passages.mode}: {self.name} is encoded by "
+                    "sentence-transformers' encode (not tapt's token path), which cannot "
+                    "split passages; use --long-passages truncate")
             yield from super().encode_stream(texts, kind, batch_size)
             return
         budget = self.max_tokens_per_batch or default_token_budget(self.model, batch_size)
+        if chunked:
+            yield from encode_windows(self.model, texts, self.long_passages, max_tokens=budget,
+                                      dtype=self.dtype, progress=self.show_progress,
+                                      stats=self.window_stats)
+            return
         yield from st_inference.encode_texts(self.model, texts, kind=kind, max_tokens=budget,
                                              dtype=self.dtype, progress=self.show_progress)
 
@@ -117,7 +158,11 @@ class SentenceTransformerEncoder(Encoder):
                                 self.embedding_dim)
 
     def encode_corpus(self, texts: Sequence[str], batch_size: int = 32) -> np.ndarray:
-        if not st_inference.supports_token_batching(self.model):
+        if not self.long_passages.one_vector:
+            raise LongPassageError("--long-passages chunk-max keeps one vector per window; "
+                                   "this needs one per passage: use chunk-mean or truncate")
+        if not st_inference.supports_token_batching(self.model) and not (
+                self.long_passages.chunked):
             return self._encode_with_st(self.model.encode_document, texts, batch_size)
         return collect_in_order(self.encode_stream(texts, "document", batch_size), len(texts),
                                 self.embedding_dim)

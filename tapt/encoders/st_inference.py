@@ -26,6 +26,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from tapt.encoders.base import EncodedBatch, TextKind
+from tapt.encoders.collective import padding_forwards
 from tapt.encoders.precision import compute_context
 from tapt.encoders.token_batches import TokenizedTexts, pad_rows, token_budget_batches
 
@@ -130,11 +131,22 @@ def encode_texts(model, texts: Sequence[str], *, kind: TextKind, max_tokens: int
         max_rows: At most this many texts per batch.
         dtype: Compute dtype name; autocast is used when the weights differ (training).
     """
-    import torch
-
     prompt = stored_prompt(model, kind)
     tokenized = tokenize_once(model, texts, prompt=prompt, task=kind, progress=progress)
+    yield from encode_tokenized(model, tokenized, kind=kind, max_tokens=max_tokens,
+                                max_rows=max_rows, dtype=dtype, progress=progress)
+
+
+def encode_tokenized(model, tokenized: TokenizedTexts, *, kind: TextKind, max_tokens: int,
+                     max_rows: int | None = None, dtype: str | None = None,
+                     progress: bool = False) -> Iterator[EncodedBatch]:
+    """:func:`encode_texts` of texts already tokenized (prompt and special tokens in the
+    ids, as :func:`tokenize_once` gives them); ``positions`` index ``tokenized``'s rows.
+    The long-passage windows (:mod:`tapt.encoders.long_passages`) come this way."""
+    import torch
+
     batches = token_budget_batches(tokenized.lengths, max_tokens, max_rows)
+    extra = padding_forwards(model, len(batches))  # FSDP: every rank forwards as often
     device = model.device
     on_cuda = device.type == "cuda"
     was_training = model.training
@@ -169,6 +181,11 @@ def encode_texts(model, texts: Sequence[str], *, kind: TextKind, max_tokens: int
             in_flight.append((positions, host, event, tokens))
             if len(in_flight) > LAG:
                 yield collect()
+        for _ in range(extra):  # discarded forwards of one text (tapt.encoders.collective)
+            features = _batch_features(model, tokenized, batches[0][:1], pin=False)
+            with torch.inference_mode(), compute_context(model, dtype):
+                model({key: value.to(device) if isinstance(value, torch.Tensor) else value
+                       for key, value in features.items()}, task=kind)
         while in_flight:
             yield collect()
     finally:

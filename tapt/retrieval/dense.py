@@ -105,14 +105,25 @@ def check_finite(tally: EncodingTally, model: str, kind: str, ids: Sequence[str]
 
 
 def rank(index: ExactIndex, row_ids: Sequence[str], query_ids: Sequence[str],
-         query_embeddings: np.ndarray, top_k: int) -> tuple[Run, float]:
-    """Search ``index`` and map rows back to ids; returns the run and the search seconds."""
+         query_embeddings: np.ndarray, top_k: int, rows_per_id: int = 1) -> tuple[Run, float]:
+    """Search ``index`` and map rows back to ids; returns the run and the search seconds.
+
+    ``rows_per_id`` > 1 (``--long-passages chunk-max``: a passage has up to that many rows,
+    one per window): the search goes ``top_k x rows_per_id`` rows deep, which always holds
+    the ``top_k`` best passages, and each passage scores its best row (MaxSim over windows).
+    """
     start = time.perf_counter()
-    scores, positions = index.search(query_embeddings, top_k)
+    scores, positions = index.search(query_embeddings, top_k * max(rows_per_id, 1))
     seconds = time.perf_counter() - start
     run: Run = {}
     for query_id, row_scores, row_positions in zip(query_ids, scores, positions):
-        run[query_id] = {row_ids[p]: float(s) for s, p in zip(row_scores, row_positions) if p >= 0}
+        best: dict[str, float] = {}
+        for score, position in zip(row_scores, row_positions):
+            if position >= 0 and row_ids[position] not in best:  # best row first
+                best[row_ids[position]] = float(score)
+                if len(best) == top_k:
+                    break
+        run[query_id] = best
     return run, seconds
 
 
@@ -120,16 +131,20 @@ def add_pair_scores(run: Run, index: ExactIndex, row_ids: Sequence[str],
                     query_ids: Sequence[str], query_embeddings: np.ndarray,
                     pairs: Mapping[str, Sequence[str]]) -> None:
     """Score the given (query, passage) pairs exactly as the index scores them and add
-    them to ``run``."""
-    row_of = {doc_id: row for row, doc_id in enumerate(row_ids)}
+    them to ``run`` (a passage with several rows scores its best one)."""
+    rows_of: dict[str, list[int]] = {}
+    for row, doc_id in enumerate(row_ids):
+        rows_of.setdefault(doc_id, []).append(row)
     query_row = {query_id: row for row, query_id in enumerate(query_ids)}
     for query_id, doc_ids in pairs.items():
-        rows = [row_of[doc_id] for doc_id in doc_ids if doc_id in row_of]
+        rows = [row for doc_id in doc_ids for row in rows_of.get(doc_id, ())]
         if query_id not in query_row or not rows:
             continue
         scores = index.score(query_embeddings[query_row[query_id]], rows)
-        run.setdefault(query_id, {}).update(
-            {row_ids[row]: float(score) for row, score in zip(rows, scores)})
+        best: dict[str, float] = {}
+        for row, score in zip(rows, scores):
+            best[row_ids[row]] = max(float(score), best.get(row_ids[row], -np.inf))
+        run.setdefault(query_id, {}).update(best)
 
 
 class DenseRetriever:
@@ -218,7 +233,10 @@ class DenseRetriever:
             return Retrieval(run=None)
         rows = np.concatenate(order) if order else np.zeros(0, dtype=np.int64)
         row_ids = [corpus_ids[p] for p in rows]
-        run, search_seconds = rank(index, row_ids, query_ids, query_embeddings, self.top_k)
+        # several rows per passage: --long-passages chunk-max (one row per window)
+        rows_per_id = int(np.bincount(rows).max()) if len(rows) > len(corpus_texts) else 1
+        run, search_seconds = rank(index, row_ids, query_ids, query_embeddings, self.top_k,
+                                   rows_per_id)
         if also_score:
             add_pair_scores(run, index, row_ids, query_ids, query_embeddings, also_score)
         timings = throughput(len(corpus_texts), passages.tokens, corpus_seconds,
@@ -228,6 +246,14 @@ class DenseRetriever:
         timings["search_gpu"] = float(index.on_gpu)
         return Retrieval(run=run, timings=timings, search_backend=index.backend)
 
+
+    def result_info(self) -> dict:
+        """The encoder's long-passage record (``evaluated.long_passages``), found through
+        wrappers such as :class:`~tapt.encoders.base.TruncatedEncoder`; {} if none."""
+        encoder = self.encoder
+        while encoder is not None and not hasattr(encoder, "window_stats"):
+            encoder = getattr(encoder, "inner", None)
+        return encoder.result_info() if encoder is not None else {}
 
     def _open_cache(self):
         """The embedding cache of this encoder's passages, or None (no ``cache_dir``, an
