@@ -120,6 +120,8 @@ def ablate_retriever(retriever, dataset: BeirDataset, split: str,
     records = []
     for fraction, ids in corpora.items():
         report = evaluate(retriever, dataset, split, corpus_ids=ids, with_title=with_title)
+        if report is None:  # a rank other than 0 under a process group (BM25: rank 0 only)
+            continue
         queries = report.info["num_queries"]
         records.append(_record(fraction, ids, report.metrics,
                                report.timings.get("search_s", float("nan")), queries))

@@ -19,6 +19,7 @@ from tapt.encoders.base import Encoder, TextKind, collect_in_order
 from tapt.encoders.factory import APIOptions, ModelOptions, open_encoder
 from tapt.retrieval.dense import EncodingTally, check_finite, stream_embeddings
 from tapt.retrieval.factory import BM25, build_retriever, is_bm25
+from tapt.retrieval.sharding import broadcast_rows
 
 __all__ = ["BM25", "APIOptions", "ModelOptions", "embed", "labelled", "load_encoder",
            "load_model", "materialize", "materialized", "unit_rows"]
@@ -80,12 +81,15 @@ def materialized(model) -> Iterator:
 def embed(encoder: Encoder, texts: Sequence[str], kind: TextKind, *, ids: Sequence[str],
           batch_size: int = 32) -> np.ndarray:
     """``(len(texts), dim)`` float32 embeddings in input order; non-finite rows raise
-    :class:`~tapt.finite.NonFiniteEmbeddingsError` naming a few ``ids``."""
+    :class:`~tapt.finite.NonFiniteEmbeddingsError` naming a few ``ids``.
+
+    Under torchrun / accelerate launch (a process group) each rank encodes a share and
+    every rank gets the whole matrix (collective: call it on every rank)."""
     tally = EncodingTally()
     matrix = collect_in_order(stream_embeddings(encoder, texts, kind, batch_size, tally),
                               len(texts), encoder.embedding_dim)
     check_finite(tally, encoder.name, "queries" if kind == "query" else "passages", ids)
-    return matrix
+    return broadcast_rows(matrix)
 
 
 def unit_rows(matrix: np.ndarray) -> np.ndarray:

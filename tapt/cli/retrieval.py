@@ -11,6 +11,14 @@ from pathlib import Path
 from rich.markup import escape
 
 from tapt.cli import terminal
+from tapt.cli.distributed import is_main, multiprocess
+from tapt.cli.eval_views import (
+    add_view_args,
+    check_view_args,
+    evaluate_views,
+    read_labels,
+    show_views,
+)
 from tapt.cli.options import (
     add_data_args,
     add_encoding_args,
@@ -51,6 +59,7 @@ def add_parsers(commands) -> None:
     hybrid.add_argument("--fusion-depth", type=positive_int, default=None,
                         help="passages each system contributes per query (default: --top-k); "
                              "a passage missing from one list gets no score from it")
+    add_view_args(evaluate)
     add_data_args(evaluate)
 
     bm25 = commands.add_parser("bm25", help="BM25 baseline (bm25s) with the same metrics")
@@ -85,29 +94,36 @@ def add_parsers(commands) -> None:
 
 
 def _check_outputs(args: argparse.Namespace) -> None:
-    """tapt eval / bm25: --output and --run can be written (before anything loads)."""
-    check_outputs([("--output", args.output), ("--run", args.run)], overwrite=args.overwrite)
+    """tapt eval / bm25: --output and --run can be written (before anything loads; rank 0
+    only under torchrun: it alone writes)."""
+    if is_main():
+        check_outputs([("--output", args.output), ("--run", args.run),
+                       ("--plot", getattr(args, "plot", None))], overwrite=args.overwrite)
 
 
 def _run_retrieval(args: argparse.Namespace, make_retriever) -> int:
     from tapt.data.beir import strictness
     from tapt.data.sources import load_data
     from tapt.data.subcorpus import subcorpus_ids
-    from tapt.retrieval.evaluate import evaluate, metrics_table
+    from tapt.retrieval.evaluate import metrics_table
 
     _check_outputs(args)
     if args.top_k < 100:
         logger.warning("--top-k %d: recall@100 only counts the top %d passages", args.top_k,
                        args.top_k)
-    dataset = load_data(args.data, args.config, [args.split], revision=args.revision,
-                        relevant_from=args.relevant_from, **strictness(args.lenient))
+    tune_on = getattr(args, "tune_on", None)  # tapt eval --tune-on: that split too
+    dataset = load_data(args.data, args.config, [args.split, *([tune_on] if tune_on else [])],
+                        revision=args.revision, relevant_from=args.relevant_from,
+                        **strictness(args.lenient))
+    labels = read_labels(args, dataset)  # tapt eval --by: before any encoding
     corpus_ids = subcorpus_ids(dataset, args.split, distractors=args.distractors,
                                fraction=args.fraction, seed=args.seed)
     retriever = make_retriever()
     info = {"distractors": args.distractors, "fraction": args.fraction, "seed": args.seed,
             "top_k": args.top_k}
-    report = evaluate(retriever, dataset, args.split, corpus_ids=corpus_ids,
-                      with_title=not args.no_title, info=info)
+    report, retriever, widths = evaluate_views(args, retriever, dataset, corpus_ids, info)
+    if report is None:  # a rank other than 0 under torchrun: rank 0 prints and writes
+        return 0
     # What a hybrid retriever fused and what an API encoder cost: evaluated.hybrid / .api
     for part in (retriever, getattr(retriever, "encoder", None)):
         if callable(getattr(part, "result_info", None)):
@@ -116,6 +132,7 @@ def _run_retrieval(args: argparse.Namespace, make_retriever) -> int:
              f"{report.info['num_queries']:,} queries)")
     terminal.console.print(metrics_table({retriever.name: report.metrics}, title=title))
     terminal.console.print(terminal.figures_table(report.timings))
+    show_views(args, report, widths, labels)  # --dims, --by, --tune-on
     if "api" in report.info:
         api = report.info["api"]
         cost = "unknown price" if api["cost_usd"] is None else f"${api['cost_usd']:.4f}"
@@ -133,6 +150,7 @@ def _run_retrieval(args: argparse.Namespace, make_retriever) -> int:
     return 0
 
 
+@multiprocess
 def cmd_eval(args: argparse.Namespace) -> int:
     progress = terminal.show_progress(args)
     from tapt.encoders.api import APIError
@@ -140,6 +158,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from tapt.retrieval.factory import HybridOptions, build_retriever
 
     _check_outputs(args)
+    check_view_args(args)  # --dims / --by / --tune-on combinations, before the model loads
     hybrid = HybridOptions(fusion=args.fusion, rrf_k=args.rrf_k, alpha=args.alpha,
                            depth=args.fusion_depth) if args.hybrid else None
     # checked now (an API model is built: a missing key fails before the data loads)
@@ -165,6 +184,7 @@ def cmd_bm25(args: argparse.Namespace) -> int:
         BM25, top_k=args.top_k, k1=args.k1, b=args.b, progress=terminal.show_progress(args)))
 
 
+@multiprocess
 def cmd_mine(args: argparse.Namespace) -> int:
     progress = terminal.show_progress(args)
     from tapt.data.beir import strictness
@@ -173,7 +193,8 @@ def cmd_mine(args: argparse.Namespace) -> int:
     from tapt.retrieval.factory import build_retriever, is_bm25
     from tapt.retrieval.mining import MiningSettings, mine, summary_table, write_mined
 
-    check_outputs([("--output", args.output)], overwrite=args.overwrite)
+    if is_main():
+        check_outputs([("--output", args.output)], overwrite=args.overwrite)
     settings = MiningSettings(per_query=args.per_query, depth=args.depth,
                               skip_top=args.skip_top, margin=args.margin,
                               sampling=args.sampling, seed=args.seed)
@@ -193,6 +214,8 @@ def cmd_mine(args: argparse.Namespace) -> int:
     finally:
         if loader is not None:
             loader.close()
+    if not is_main():  # under torchrun rank 0 alone writes and prints
+        return 0
     write_mined(args.output, records, retriever=retriever.name, settings=settings,
                 data=dataset.source, split=args.split)
     terminal.console.print(summary_table(summary, settings,
@@ -223,6 +246,7 @@ def add_score_parser(commands) -> None:
     add_quiet_arg(score)
 
 
+@multiprocess
 def cmd_score(args: argparse.Namespace) -> int:
     progress = terminal.show_progress(args)
     from tapt.data.beir import strictness
@@ -231,7 +255,8 @@ def cmd_score(args: argparse.Namespace) -> int:
     from tapt.retrieval.factory import build_retriever, is_bm25
     from tapt.retrieval.teacher_scores import needed_pairs, score_pairs, write_teacher_scores
 
-    check_outputs([("--output", args.output)], overwrite=args.overwrite)
+    if is_main():
+        check_outputs([("--output", args.output)], overwrite=args.overwrite)
     lexical = is_bm25(args.teacher)
     loader = None if lexical else EncoderLoader(
         args.teacher, model_options(args, progress=progress), api_options(args, [args.teacher]))
@@ -253,6 +278,8 @@ def cmd_score(args: argparse.Namespace) -> int:
     finally:
         if loader is not None:
             loader.close()
+    if not is_main():  # under torchrun rank 0 alone writes and prints
+        return 0
     write_teacher_scores(args.output, scores, teacher=retriever.name, data=dataset.source,
                          split=args.split, mined=None if args.mined is None else str(args.mined))
     count = sum(len(row) for row in scores.values())

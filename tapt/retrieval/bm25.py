@@ -13,6 +13,7 @@ import numpy as np
 
 from tapt.bounds import FRACTION, NON_NEGATIVE_FLOAT, POSITIVE_INT
 from tapt.retrieval.dense import Retrieval, throughput
+from tapt.retrieval.sharding import world
 
 # bm25s (and its scipy) is imported when a BM25 run starts, not with tapt.
 
@@ -38,7 +39,10 @@ class BM25Retriever:
                  query_ids: Sequence[str], query_texts: Sequence[str], *,
                  also_score: Mapping[str, Sequence[str]] | None = None) -> Retrieval:
         """Top-k per query (passages scoring 0 are left out); ``also_score`` adds the
-        scores of those passages for those queries even below ``top_k`` (0 included)."""
+        scores of those passages for those queries even below ``top_k`` (0 included).
+        Under a process group only rank 0 ranks (the others get ``run=None``)."""
+        if world()[0] != 0:
+            return Retrieval(run=None)
         import bm25s
         from bm25s.tokenization import Tokenizer
 

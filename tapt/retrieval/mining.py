@@ -93,6 +93,8 @@ def mine(retriever: Retriever, dataset: BeirDataset, split: str, settings: Minin
     retrieval = retriever.retrieve(corpus_ids, texts, query_ids, query_texts,
                                    also_score=anchors)
     summary = MiningSummary(queries=len(query_ids))
+    if retrieval.run is None:  # a rank other than 0 under a process group: rank 0 mines
+        return [], summary
     records = []
     for query_id in sorted(query_ids):
         scores = retrieval.run.get(query_id, {})

@@ -9,6 +9,8 @@ would bypass tapt's token-budget encoding.
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 
 # torch.distributed is imported where ranks talk: importing tapt must not import torch.
@@ -18,7 +20,10 @@ GATHER_ROWS = 16384
 
 
 def world() -> tuple[int, int]:
-    """``(rank, world_size)`` of the initialised process group, else ``(0, 1)``."""
+    """``(rank, world_size)`` of the initialised process group, else ``(0, 1)`` (without
+    importing torch when nothing imported ``torch.distributed``: no group can exist then)."""
+    if "torch.distributed" not in sys.modules:
+        return 0, 1
     import torch.distributed as dist
 
     if dist.is_available() and dist.is_initialized():
@@ -105,3 +110,19 @@ def broadcast(value):
     holder = [value]
     dist.broadcast_object_list(holder, src=0)
     return holder[0]
+
+
+def broadcast_rows(rows: np.ndarray) -> np.ndarray:
+    """Rank 0's float32 ``rows`` on every rank (identity without a process group).
+
+    Collective: every rank must call it with an array of the same shape (other ranks'
+    values are ignored): analyses then compute the same figures on every rank.
+    """
+    import torch
+    import torch.distributed as dist
+
+    if world()[1] == 1:
+        return rows
+    tensor = torch.from_numpy(np.ascontiguousarray(rows, dtype=np.float32)).to(_device())
+    dist.broadcast(tensor, src=0)
+    return tensor.cpu().numpy()
