@@ -40,3 +40,37 @@ def read_labels(folder: str | os.PathLike, fields: Sequence[str]) -> dict[str, d
                               f"found under 'labels': {', '.join(sorted(seen)) or 'none'} "
                               "(tapt data synth writes domain and class)")
     return labels
+
+
+def read_query_labels(folder: str | os.PathLike, field: str) -> dict[str, str]:
+    """``{query id: label}`` of one field of ``"labels"`` in a local ``queries.jsonl`` (in
+    ``folder``), for ``tapt eval --by FIELD``.
+
+    A query without the field (or with null / "") is left out; a list or object value is
+    an error naming the file, line and field; a field no query has is an error naming the
+    fields that exist.
+    """
+    path = Path(folder)
+    path = path / "queries.jsonl" if path.is_dir() else path
+    if not path.is_file():
+        raise DataError(path, "--by reads query labels from a local queries.jsonl; "
+                              "file not found")
+    labels: dict[str, str] = {}
+    seen: set[str] = set()
+    for line, record in iter_jsonl(path):
+        nested = record.get("labels")
+        if nested is None:
+            continue
+        if not isinstance(nested, dict):
+            raise DataError(path, "expected an object of label fields", line, "labels")
+        seen.update(nested)
+        value = nested.get(field)
+        if isinstance(value, list | dict):
+            raise DataError(path, f"expected one label value, got a {type(value).__name__}",
+                            line, f"labels.{field}")
+        if value is not None and value != "":
+            labels[str(record.get("_id"))] = str(value)
+    if not labels:
+        raise DataError(path, f"no query has label field '{field}' (--by); fields found "
+                              f"under 'labels': {', '.join(sorted(seen)) or 'none'}")
+    return labels

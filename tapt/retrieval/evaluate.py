@@ -15,6 +15,7 @@ from typing import Protocol
 from tapt.data.beir import BeirDataset, DataError, check_relevance
 from tapt.files import atomic_write_json, atomic_write_text
 from tapt.ids import id_problem
+from tapt.provenance import provenance
 from tapt.redaction import redact_data
 from tapt.retrieval.dense import Retrieval
 from tapt.retrieval.metrics import METRIC_KEYS, Run, score_run, trec_ranking
@@ -38,17 +39,21 @@ class EvalReport:
     run: Run
     timings: dict[str, float]
     info: dict[str, object] = field(default_factory=dict)
+    sections: dict[str, object] = field(default_factory=dict)
+    """Further results written at the JSON's top level (``by_group``, ``dims``)."""
 
     def to_dict(self, with_per_query: bool = True) -> dict:
-        data = {**self.metrics, "timings": self.timings, "evaluated": self.info}
+        data = {**self.metrics, "timings": self.timings, "evaluated": self.info,
+                **self.sections}
         if with_per_query:
             data["per_query"] = self.per_query
         return data
 
     def write_json(self, path: str | os.PathLike) -> None:
         """The report as JSON, written atomically, the exact values of known secrets
-        redacted (ids that look like tokens are kept: :func:`tapt.files.atomic_write_json`)."""
-        atomic_write_json(path, self.to_dict())
+        redacted (ids that look like tokens are kept: :func:`tapt.files.atomic_write_json`),
+        with its :func:`~tapt.provenance.provenance` (versions, date, command)."""
+        atomic_write_json(path, {**self.to_dict(), "provenance": provenance()})
 
     def write_trec_run(self, path: str | os.PathLike, tag: str = "tapt") -> None:
         """TREC run format: ``qid Q0 docid rank score tag``, ranked as trec_eval ranks.
@@ -85,14 +90,29 @@ def evaluate(retriever: Retriever, dataset: BeirDataset, split: str, *,
     others None. Relevance follows ``dataset.rule``; a split in which no query has a
     relevant passage is a :class:`DataError` naming the split's file, before any encoding.
     """
-    check_relevance(dataset.split(split), dataset.split_file(split), dataset.rule,
-                    require_anchor=False, warn=False)
+    check_split(dataset, split)
     corpus_ids = list(dataset.corpus) if corpus_ids is None else list(corpus_ids)
     corpus_texts = [dataset.corpus[doc_id].as_text(with_title) for doc_id in corpus_ids]
     query_ids, query_texts = split_queries(dataset, split)
     retrieval = retriever.retrieve(corpus_ids, corpus_texts, query_ids, query_texts)
     if retrieval.run is None:
         return None
+    return score_retrieval(retrieval, retriever, dataset, split, corpus_ids=corpus_ids,
+                           with_title=with_title, info=info)
+
+
+def check_split(dataset: BeirDataset, split: str) -> None:
+    """A :class:`DataError` naming the split's file when no query has a relevant passage."""
+    check_relevance(dataset.split(split), dataset.split_file(split), dataset.rule,
+                    require_anchor=False, warn=False)
+
+
+def score_retrieval(retrieval: Retrieval, retriever: Retriever, dataset: BeirDataset,
+                    split: str, *, corpus_ids: Sequence[str], with_title: bool = True,
+                    info: dict | None = None) -> EvalReport:
+    """The report of a ranking already made by ``retriever`` on ``corpus_ids`` for the
+    split's queries (what :func:`evaluate` does after retrieving)."""
+    query_ids = list(dataset.split(split))
     qrels = dataset.split(split)
     scored = score_run(qrels, retrieval.run, relevant_from=dataset.rule.relevant_from)
     encoder = getattr(retriever, "encoder", None)
@@ -109,12 +129,14 @@ def evaluate(retriever: Retriever, dataset: BeirDataset, split: str, *,
                       timings=retrieval.timings, info=evaluated)
 
 
-def metrics_table(rows: dict[str, dict[str, float]], title: str = "Retrieval metrics"):
-    """A rich table with one row per evaluated system and the four FormBench metrics."""
+def metrics_table(rows: dict[str, dict[str, float]], title: str = "Retrieval metrics",
+                  label: str = "system"):
+    """A rich table with one row per evaluated system (``label``: the first column's
+    header) and the four FormBench metrics."""
     from rich.table import Table
 
     table = Table(title=title)
-    table.add_column("system")
+    table.add_column(label)
     for key in METRIC_KEYS:
         table.add_column(key, justify="right")
     for name, metrics in rows.items():
@@ -137,8 +159,10 @@ def timings_table(timings: dict[str, float], title: str = "Timings"):
 __all__ = [
     "EvalReport",
     "Retriever",
+    "check_split",
     "evaluate",
     "metrics_table",
+    "score_retrieval",
     "split_queries",
     "timings_table",
 ]

@@ -18,6 +18,9 @@ formulas), so it can still be ranked by the other. BM25 lists can be shorter tha
 to ``top_k``, ranked as trec_eval ranks (ties by descending id), and
 :func:`tapt.retrieval.evaluate.evaluate` scores it with the usual metrics.
 
+:mod:`tapt.retrieval.fusion_tuning` picks ``k`` or ``alpha`` on a dev split from the two
+systems' runs (:meth:`HybridRetriever.retrieve_parts`, :meth:`~HybridRetriever.fuse_parts`).
+
 Example::
 
     hybrid = HybridRetriever(DenseRetriever(encoder), BM25Retriever(), fusion="rrf")
@@ -117,27 +120,50 @@ class HybridRetriever:
             fused = linear_fusion(dense, sparse, self.alpha)
         return cut(fused, self.top_k)
 
-    def retrieve(self, corpus_ids: Sequence[str], corpus_texts: Sequence[str],
-                 query_ids: Sequence[str], query_texts: Sequence[str]) -> Retrieval:
+    def with_setting(self, value: float) -> HybridRetriever:
+        """A copy fusing with ``value`` as its RRF ``k`` (rrf) or dense weight ``alpha``
+        (linear); the two systems are shared, not copied."""
+        setting = "rrf_k" if self.fusion == "rrf" else "alpha"
+        return HybridRetriever(self.dense, self.sparse, fusion=self.fusion, top_k=self.top_k,
+                               **{"rrf_k": self.rrf_k, "alpha": self.alpha, setting: value})
+
+    def retrieve_parts(self, corpus_ids: Sequence[str], corpus_texts: Sequence[str],
+                       query_ids: Sequence[str], query_texts: Sequence[str]
+                       ) -> tuple[Retrieval, Retrieval | None, dict[str, float]]:
+        """Both systems' own retrievals, unfused, and their timings (prefixed as
+        :meth:`retrieve` reports them); the sparse one is None on a DDP rank other than 0."""
         start = time.perf_counter()
         dense = self.dense.retrieve(corpus_ids, corpus_texts, query_ids, query_texts)
         dense_seconds = time.perf_counter() - start
         if dense.run is None:  # a DDP rank other than 0
-            return Retrieval(run=None)
+            return dense, None, {}
         start = time.perf_counter()
         sparse = self.sparse.retrieve(corpus_ids, corpus_texts, query_ids, query_texts)
         sparse_seconds = time.perf_counter() - start
-        start = time.perf_counter()
-        run = self.fuse(dense.run, sparse.run)
-        run = {query_id: run.get(query_id, {}) for query_id in query_ids}
-        fusion_seconds = time.perf_counter() - start
         sparse_name = self.sparse.name
-        timings = {"dense_s": dense_seconds, f"{sparse_name}_s": sparse_seconds,
-                   "fusion_s": fusion_seconds,
-                   "fusion_ms_per_query": 1000 * fusion_seconds / max(len(query_ids), 1)}
+        timings = {"dense_s": dense_seconds, f"{sparse_name}_s": sparse_seconds}
         timings.update({f"dense_{key}": value for key, value in dense.timings.items()})
         timings.update({f"{sparse_name}_{key}": value for key, value in sparse.timings.items()})
+        return dense, sparse, timings
+
+    def fuse_parts(self, dense: Run, sparse: Run, query_ids: Sequence[str],
+                   timings: dict[str, float]) -> Retrieval:
+        """The fused retrieval of ``query_ids`` from the two systems' runs."""
+        start = time.perf_counter()
+        run = self.fuse(dense, sparse)
+        run = {query_id: run.get(query_id, {}) for query_id in query_ids}
+        fusion_seconds = time.perf_counter() - start
+        timings = {**timings, "fusion_s": fusion_seconds,
+                   "fusion_ms_per_query": 1000 * fusion_seconds / max(len(query_ids), 1)}
         return Retrieval(run=run, timings=timings)
+
+    def retrieve(self, corpus_ids: Sequence[str], corpus_texts: Sequence[str],
+                 query_ids: Sequence[str], query_texts: Sequence[str]) -> Retrieval:
+        dense, sparse, timings = self.retrieve_parts(corpus_ids, corpus_texts, query_ids,
+                                                     query_texts)
+        if sparse is None:  # a DDP rank other than 0
+            return Retrieval(run=None)
+        return self.fuse_parts(dense.run, sparse.run, query_ids, timings)
 
     def result_info(self) -> dict:
         """What ``tapt eval --output`` records under ``evaluated.hybrid``."""
