@@ -39,6 +39,9 @@ class TripletStats:
     """Rows with fewer mined negatives than asked (their query had fewer)."""
     groups: list[str] = field(default_factory=list)
     """With ``group_of``: each row's group key, in row order (for batches from one group)."""
+    ids: list[dict[str, str]] = field(default_factory=list, compare=False)
+    """Each row's ids, in row order: column -> passage id, and ``query`` -> the query id
+    (for labels per passage: :mod:`tapt.training.distill`)."""
 
 
 def build_rows(dataset: BeirDataset, split: str = "train", *, soft_negative: bool = False,
@@ -78,20 +81,22 @@ def build_rows(dataset: BeirDataset, split: str = "train", *, soft_negative: boo
             continue
         stats.queries += 1
         for position, anchor in enumerate(anchors):
-            row = {"query": dataset.queries[query_id],
-                   "positive": dataset.corpus[anchor].as_text(with_title)}
+            ids = {"query": query_id, "positive": anchor}
             if hard:
-                row["negative"] = dataset.corpus[hard[position % len(hard)]].as_text(with_title)
+                ids["negative"] = hard[position % len(hard)]
                 if soft_negative and soft:
-                    row["soft_negative"] = dataset.corpus[soft[position % len(soft)]].as_text(
-                        with_title)
+                    ids["soft_negative"] = soft[position % len(soft)]
             if mined_per_row and mined is not None:
                 chosen = rotated(mined.get(query_id, []), position * mined_per_row,
                                  mined_per_row)
                 stats.short_mined += len(chosen) < mined_per_row
                 for number, doc_id in enumerate(chosen, start=1):
-                    row[f"mined_{number}"] = dataset.corpus[doc_id].as_text(with_title)
+                    ids[f"mined_{number}"] = doc_id
+            row = {column: dataset.queries[doc_id] if column == "query"
+                   else dataset.corpus[doc_id].as_text(with_title)
+                   for column, doc_id in ids.items()}
             rows.append(row)
+            stats.ids.append(ids)
             if group_of is not None:
                 stats.groups.append(group_of(anchor))
             stats.rows += 1
@@ -114,12 +119,14 @@ def rotated(items: list[str], start: int, count: int) -> list[str]:
 def build_training_rows(dataset: BeirDataset, split: str = "train", *,
                         soft_negative: bool = False, missing: MissingPolicy = "drop",
                         with_title: bool = True, mined: dict[str, list[str]] | None = None,
-                        mined_per_row: int = 0, group_of: Callable[[str], str] | None = None):
+                        mined_per_row: int = 0, group_of: Callable[[str], str] | None = None,
+                        labels: Callable[[dict[str, str]], float | list[float]] | None = None):
     """Rows as a ``datasets.Dataset``, or a ``DatasetDict`` keyed by column layout
     (``triplets``, ``pairs``, ...) when rows come in several shapes (``missing="pair"``,
     queries with fewer mined negatives); the sentence-transformers trainer accepts both
     with one loss. With ``group_of`` the result is ``(rows, group keys)`` and rows must have
-    one shape (a ``ValueError`` otherwise)."""
+    one shape (a ``ValueError`` otherwise). ``labels`` (a row's ids, as in
+    :attr:`TripletStats.ids` -> its label) adds a ``label`` column (distillation targets)."""
     from datasets import Dataset, DatasetDict
 
     rows, stats = build_rows(dataset, split, soft_negative=soft_negative, missing=missing,
@@ -128,9 +135,12 @@ def build_training_rows(dataset: BeirDataset, split: str = "train", *,
     logger.info("%s: %d rows from %d queries (%d pairs, %d queries dropped, %d rows with "
                 "fewer than %d mined negatives)", split, stats.rows, stats.queries,
                 stats.pairs, stats.dropped, stats.short_mined, mined_per_row)
+    if labels is not None:
+        for row, ids in zip(rows, stats.ids):
+            row["label"] = labels(ids)
     groups: dict[tuple[str, ...], list[dict[str, str]]] = {}
     for row in rows:
-        groups.setdefault(tuple(row), []).append(row)
+        groups.setdefault(tuple(column for column in row if column != "label"), []).append(row)
     if group_of is not None:
         if len(groups) > 1:
             raise ValueError(

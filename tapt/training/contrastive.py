@@ -23,7 +23,7 @@ import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tapt.data.beir import BeirDataset
+from tapt.data.beir import BeirDataset, strictness
 from tapt.data.sources import load_data
 from tapt.data.subcorpus import subcorpus_ids
 from tapt.data.triplets import build_training_rows
@@ -49,6 +49,10 @@ from tapt.training.tracking import check_wandb
 
 logger = logging.getLogger(__name__)
 
+TEST_RESULTS = "test.json"
+"""``tapt train --test``'s test metrics in the run folder, in ``tapt eval --output``'s
+format (per-query values, timings, ``evaluated``, ``provenance``)."""
+
 EVAL_NAME = "dev"
 
 
@@ -70,9 +74,8 @@ def load_recipe_data(recipe: Recipe, with_test: bool) -> BeirDataset:
     if with_test:
         splits.append(recipe.data.test_split)
     return load_data(recipe.data.path, recipe.data.config, splits,
-                     revision=recipe.data.revision, require_anchor=not recipe.data.lenient,
-                     allow_empty=recipe.data.lenient, relevant_from=recipe.data.relevant_from,
-                     leaks="error")
+                     revision=recipe.data.revision, relevant_from=recipe.data.relevant_from,
+                     leaks="error", **strictness(recipe.data.lenient))
 
 
 def column_prompts(model, columns: list[str] | None = None) -> dict[str, str]:
@@ -84,7 +87,8 @@ def column_prompts(model, columns: list[str] | None = None) -> dict[str, str]:
     """
     query, document = model.prompts.get("query", ""), model.prompts.get("document", "")
     columns = columns or ["query", "positive", "negative", "soft_negative"]
-    prompts = {column: query if column == "query" else document for column in columns}
+    prompts = {column: query if column == "query" else document for column in columns
+               if column != "label"}  # distillation targets are not texts
     return {column: prompt for column, prompt in prompts.items() if prompt}
 
 
@@ -153,6 +157,7 @@ def train_in(start: RunStart, recipe: Recipe, *, run_test: bool = False,
         from tapt.data.mined import read_mined
 
         mined = read_mined(recipe.data.mined_negatives, dataset, recipe.data.train_split)
+    from tapt.training.distill import labeler_for
     from tapt.training.grouped_batches import group_of
 
     grouping = group_of(dataset, recipe.data.batch_by)
@@ -161,7 +166,9 @@ def train_in(start: RunStart, recipe: Recipe, *, run_test: bool = False,
                                      missing=recipe.data.missing_hard_negative,
                                      with_title=recipe.data.with_title, mined=mined,
                                      mined_per_row=recipe.data.negatives_per_query,
-                                     group_of=grouping)
+                                     group_of=grouping,  # margin_mse / distill_kl: targets
+                                     labels=labeler_for(recipe.loss, dataset,
+                                                        recipe.data.train_split))
     train_rows, groups = train_rows if grouping is not None else (train_rows, None)
     dev_ids = subcorpus_ids(dataset, recipe.data.dev_split,
                             distractors=recipe.data.dev_distractors, seed=recipe.data.dev_seed)
@@ -220,7 +227,10 @@ def train_in(start: RunStart, recipe: Recipe, *, run_test: bool = False,
         save_model(model, staging, recipe)
         write_preset_record(staging, model, model_spec(recipe), stage="tapt",
                             loss=recipe.loss.name)
-    trained_test = test_metrics(model, dataset, recipe) if run_test else None
+    # test.json: the test metrics as `tapt eval --output` writes them, for `tapt compare`
+    trained_report = report_on_test(model, dataset, recipe, name=str(run.final)) \
+        if run_test else None
+    trained_test = trained_report.metrics if trained_report is not None else None
     if not is_main_process():
         return result
     summary = summarize(history, best_step)
@@ -237,6 +247,8 @@ def train_in(start: RunStart, recipe: Recipe, *, run_test: bool = False,
                         "refused_evaluations": len(evaluator.refusals),
                         "relevance": dataset.rule.to_dict(), "history": history})
     result.final_dir = publish(staging, run.final)
+    if trained_report is not None:
+        trained_report.write_json(run.root / TEST_RESULTS)
     if recipe.tracking.backend == "wandb":
         finish_wandb(summary)
     push_to_hub(recipe, run.final)
@@ -261,25 +273,34 @@ def summarize(history: list[dict], best_step: int | None) -> dict[str, dict[str,
     if 0 in by_step:
         summary["zero-shot dev"] = {key: by_step[0][key] for key in METRIC_KEYS}
     if best_step is not None and best_step in by_step:
-        summary[f"best dev (step {best_step})"] = {key: by_step[best_step][key]
-                                                   for key in METRIC_KEYS}
+        # a stable key (the step is results.json's best_step; the card shows it)
+        summary["best dev"] = {key: by_step[best_step][key] for key in METRIC_KEYS}
     return summary
 
 
 def test_metrics(model, dataset: BeirDataset, recipe: Recipe) -> dict[str, float] | None:
-    """Test metrics on the full corpus; call it on every rank.
+    """Test metrics on the full corpus (:func:`report_on_test`'s); call it on every rank."""
+    report = report_on_test(model, dataset, recipe)
+    return report.metrics if report is not None else None
+
+
+def report_on_test(model, dataset: BeirDataset, recipe: Recipe, *, name: str | None = None):
+    """The test split's :class:`~tapt.retrieval.evaluate.EvalReport` on the full corpus, as
+    ``tapt eval`` reports it, the model named ``name`` (default ``model.name``: the base
+    model's); call it on every rank.
 
     Under DDP every rank encodes a share of the ~1M-passage test corpus and rank 0 scores;
-    rank 0 gets the metrics, the others None. Non-finite embeddings raise
+    rank 0 gets the report, the others None. Non-finite embeddings raise
     :class:`~tapt.retrieval.finite.NonFiniteEmbeddingsError` on every rank.
     """
     from tapt.retrieval.evaluate import evaluate
     from tapt.retrieval.in_loop import model_retriever
 
-    retriever = model_retriever(model, name=recipe.model.name,
+    retriever = model_retriever(model, name=name or recipe.model.name,
                                 batch_size=recipe.eval.batch_size, top_k=recipe.eval.top_k,
                                 dtype=recipe.eval.dtype,
                                 max_tokens_per_batch=recipe.eval.max_tokens_per_batch)
-    report = evaluate(retriever, dataset, recipe.data.test_split,
-                      with_title=recipe.data.with_title)
-    return report.metrics if report is not None else None
+    return evaluate(retriever, dataset, recipe.data.test_split,
+                    with_title=recipe.data.with_title,
+                    info={"distractors": None, "fraction": None, "seed": None,
+                          "top_k": recipe.eval.top_k})  # the whole corpus, as tapt eval's

@@ -1,0 +1,151 @@
+"""Teacher scores for distillation: one score per (query, passage) of the training rows.
+
+``tapt score`` scores, for every query of a split, the passages its training rows can hold:
+its anchors, its graded negatives (hard, soft) and, with a ``tapt mine`` file, its mined
+negatives. The teacher is BM25 (bm25s over the whole corpus, so its IDF is the one
+``tapt bm25`` ranks with) or any encoder through tapt's dense retrieval (cosine or dot
+product, as the encoder's index scores; only the needed passages are encoded). Each pair is
+scored exactly through the retrievers' ``also_score``, whatever its rank.
+
+The file is JSONL, one line per pair: ``{"query_id", "passage_id", "score", "teacher",
+"data", "split", "mined"}`` (the last three are provenance), written atomically.
+:func:`read_teacher_scores` validates it against the dataset; a bad line is a
+:class:`~tapt.data.beir.DataError` naming the file, the line and the field.
+
+Example::
+
+    from tapt.retrieval.bm25 import BM25Retriever
+
+    pairs = needed_pairs(dataset, "train")
+    scores = score_pairs(BM25Retriever(), dataset, pairs, corpus_ids=list(dataset.corpus))
+    write_teacher_scores("scores.jsonl", scores, teacher="bm25", data=dataset.source,
+                         split="train")
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from tapt.data.beir import BeirDataset, DataError, check_id, iter_jsonl
+from tapt.files import atomic_write_json
+from tapt.finite import finite_number
+
+Scores = dict[str, dict[str, float]]
+"""``{query_id: {passage_id: score}}``."""
+
+
+@dataclass(frozen=True)
+class TeacherScores:
+    """A validated score file: the teacher's name and its scores."""
+
+    path: Path
+    teacher: str
+    scores: Scores
+
+    def score(self, query_id: str, passage_id: str) -> float:
+        """The teacher's score of a pair; a :class:`DataError` naming the file when absent."""
+        try:
+            return self.scores[query_id][passage_id]
+        except KeyError:
+            raise DataError(self.path, f"no teacher score for query {query_id!r} and passage "
+                                       f"{passage_id!r} (score the same data, split and "
+                                       "mined file with tapt score)") from None
+
+
+def needed_pairs(dataset: BeirDataset, split: str,
+                 mined: Mapping[str, Sequence[str]] | None = None) -> dict[str, list[str]]:
+    """Per query of ``split``: its anchors, hard and soft negatives (the dataset's relevance
+    rule) and its ``mined`` negatives, each passage once, in that order."""
+    rule = dataset.rule
+    pairs: dict[str, list[str]] = {}
+    for query_id, judged in dataset.split(split).items():
+        ids = [*rule.relevant_ids(judged), *rule.graded_ids(judged, rule.hard_negative),
+               *rule.graded_ids(judged, rule.soft_negative), *(mined or {}).get(query_id, ())]
+        pairs[query_id] = list(dict.fromkeys(ids))
+    return pairs
+
+
+def score_pairs(retriever, dataset: BeirDataset, pairs: Mapping[str, Sequence[str]], *,
+                corpus_ids: Sequence[str] | None = None, with_title: bool = True) -> Scores:
+    """Score every pair with ``retriever`` (a BM25 or dense retriever) over ``corpus_ids``
+    (default: the passages of ``pairs``; give the whole corpus to BM25, whose scores
+    depend on it). Returns exactly the pairs asked for."""
+    if corpus_ids is None:
+        corpus_ids = list(dict.fromkeys(doc_id for ids in pairs.values() for doc_id in ids))
+    query_ids = [query_id for query_id, ids in pairs.items() if ids]
+    retriever.top_k = 1  # the ranking is not used; also_score scores every pair
+    retrieval = retriever.retrieve(
+        corpus_ids, [dataset.corpus[doc_id].as_text(with_title) for doc_id in corpus_ids],
+        query_ids, [dataset.queries[query_id] for query_id in query_ids],
+        also_score={query_id: pairs[query_id] for query_id in query_ids})
+    if retrieval.run is None:  # a rank other than 0 under a process group: rank 0 scores
+        return {}
+    run = retrieval.run or {}
+    scores: Scores = {}
+    for query_id in query_ids:
+        got = run.get(query_id, {})
+        missing = [doc_id for doc_id in pairs[query_id] if doc_id not in got]
+        if missing:
+            raise ValueError(f"{retriever.name} gave no score for query {query_id!r} and "
+                             f"passage {missing[0]!r} (is it in the corpus?)")
+        scores[query_id] = {doc_id: got[doc_id] for doc_id in pairs[query_id]}
+    return scores
+
+
+def write_teacher_scores(path: str | Path, scores: Scores, *, teacher: str, data: str,
+                         split: str, mined: str | None = None) -> Path:
+    """One JSON line per pair with its provenance, written to a temporary name and renamed
+    (a crash never leaves half a file)."""
+    records = [{"query_id": query_id, "passage_id": doc_id, "score": round(score, 6),
+                "teacher": teacher, "data": data, "split": split, "mined": mined}
+               for query_id, row in scores.items() for doc_id, score in row.items()]
+    return atomic_write_json(path, records, lines=True)
+
+
+def read_teacher_scores(path: str | Path, dataset: BeirDataset, split: str) -> TeacherScores:
+    """Read and validate a score file for the queries of ``split``: known ids, a finite
+    ``score``, one ``teacher`` for the whole file, no pair twice."""
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(path, "teacher-scores file not found (make it with tapt score)")
+    qrels = dataset.split(split)
+    scores: Scores = {}
+    teacher = None
+    for line, record in iter_jsonl(path):
+        query_id = _string(path, line, record, "query_id")
+        if query_id not in dataset.queries:
+            raise DataError(path, f"unknown query {query_id!r}", line, "query_id")
+        if query_id not in qrels:
+            raise DataError(path, f"query {query_id!r} is not in the {split} split", line,
+                            "query_id")
+        passage_id = _string(path, line, record, "passage_id")
+        if passage_id not in dataset.corpus:
+            raise DataError(path, f"unknown passage {passage_id!r}", line, "passage_id")
+        score = record.get("score")
+        if not finite_number(score):
+            raise DataError(path, f"expected a finite number, got {score!r}", line, "score")
+        name = record.get("teacher")
+        if not isinstance(name, str) or not name:
+            raise DataError(path, "expected a non-empty string", line, "teacher")
+        if teacher is not None and name != teacher:
+            raise DataError(path, f"teacher {name!r} differs from the file's first line "
+                                  f"({teacher!r}): one file holds one teacher", line, "teacher")
+        teacher = name
+        row = scores.setdefault(query_id, {})
+        if passage_id in row:
+            raise DataError(path, f"pair ({query_id!r}, {passage_id!r}) appears twice", line,
+                            "passage_id")
+        row[passage_id] = float(score)
+    if teacher is None:
+        raise DataError(path, "no teacher scores (tapt score writes one line per pair)")
+    return TeacherScores(path=path, teacher=teacher, scores=scores)
+
+
+def _string(path: Path, line: int, record: dict, name: str) -> str:
+    value = record.get(name)
+    if not isinstance(value, str) or not value:
+        raise DataError(path, "expected a non-empty string", line, name)
+    check_id(path, line, value, name)
+    return value
