@@ -13,11 +13,11 @@ from tapt.cli.options import (
     add_analysis_data,
     add_analysis_outputs,
     add_model_options,
+    add_subcorpus_args,
     api_options,
     check_outputs,
     fraction,
     model_options,
-    non_negative_int,
     open_fraction,
     positive_int,
     seed,
@@ -79,11 +79,7 @@ def add_parsers(commands) -> None:
         "geometry", help="cosine tiers (anchor, hard, soft, random), Delta, anchor rank-1 "
                          "rate, similarity band, anisotropy")
     add_model_options(geometry, several=False, one_vector=True)
-    group = geometry.add_mutually_exclusive_group()
-    group.add_argument("--distractors", type=non_negative_int, default=None,
-                       help="corpus: every judged passage plus N distractors (default 1000)")
-    group.add_argument("--fraction", type=fraction, default=None,
-                       help="corpus: every judged passage plus this fraction of distractors")
+    add_subcorpus_args(geometry, "corpus", seed_flag=False, distractors_default=" (default 1000)")
     geometry.add_argument("--random-per-query", type=positive_int, default=100,
                           help="random distractors compared with each query (default 100)")
     geometry.add_argument("--pairs", type=positive_int, default=2000,

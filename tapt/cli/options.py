@@ -321,15 +321,25 @@ def search_options(args: argparse.Namespace):
                          cache_dir=None if cache_dir is None else str(cache_dir))
 
 
+def add_subcorpus_args(parser, what: str = "sub-corpus", *, seed_flag: bool = True,
+                       distractors_default: str = "") -> None:
+    """``--distractors N`` | ``--fraction F`` (one of them): every judged passage plus a
+    seeded sample of distractors; with ``seed_flag``, ``--seed`` of that sample."""
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--distractors", type=non_negative_int, default=None,
+                       help=f"{what}: every judged passage plus N distractors"
+                            f"{distractors_default}")
+    group.add_argument("--fraction", type=fraction, default=None,
+                       help=f"{what}: every judged passage plus this fraction of distractors")
+    if seed_flag:
+        parser.add_argument("--seed", type=seed, default=0,
+                            help="seed of the sub-corpus sample")
+
+
 def add_data_args(parser: argparse.ArgumentParser, split_default: str = "test") -> None:
     """``tapt eval`` and ``tapt bm25``: the data, the sub-corpus, the outputs."""
     add_source_args(parser, split=split_default)
-    group = parser.add_mutually_exclusive_group()
-    group.add_argument("--distractors", type=non_negative_int, default=None,
-                       help="sub-corpus: every judged passage of the split plus N distractors")
-    group.add_argument("--fraction", type=fraction, default=None,
-                       help="sub-corpus: judged passages plus this fraction of distractors")
-    parser.add_argument("--seed", type=seed, default=0, help="seed of the sub-corpus sample")
+    add_subcorpus_args(parser)
     parser.add_argument("--top-k", type=positive_int, default=100,
                         help="passages retrieved per query (recall@100 needs at least 100)")
     parser.add_argument("--output", type=Path, default=None, help="write metrics as JSON")

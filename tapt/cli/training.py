@@ -13,12 +13,11 @@ from tapt.cli import terminal
 from tapt.cli.options import (
     add_quiet_arg,
     add_relevance_arg,
+    add_subcorpus_args,
     check_folder,
     family_help,
     fraction,
-    non_negative_int,
     positive_int,
-    seed,
     seed_list,
 )
 from tapt.encoders.precision import DTYPE_NAMES
@@ -94,12 +93,7 @@ def _add_merge_parser(commands) -> None:
                       help="accept empty passages and queries without a relevant passage")
     add_relevance_arg(pick)
     pick.add_argument("--no-title", action="store_true", help="encode passages without title")
-    group = pick.add_mutually_exclusive_group()
-    group.add_argument("--distractors", type=non_negative_int, default=None,
-                       help="dev sub-corpus: every judged passage plus N distractors")
-    group.add_argument("--fraction", type=fraction, default=None,
-                       help="dev sub-corpus: judged passages plus this fraction of distractors")
-    pick.add_argument("--seed", type=seed, default=0, help="seed of the sub-corpus sample")
+    add_subcorpus_args(pick, "dev sub-corpus")
     pick.add_argument("--batch-size", type=positive_int, default=32,
                       help="texts per encoding batch")
     pick.add_argument("--max-tokens-per-batch", type=positive_int, default=None,
