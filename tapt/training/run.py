@@ -89,10 +89,12 @@ def run_trainer(trainer, run: RunDir, resume_from: str | None) -> None:
 
 
 def write_results(run: RunDir, results: dict) -> None:
-    """``results.json``, written whole or not at all, secrets redacted."""
+    """``results.json``, written whole or not at all, secrets redacted, with its
+    :func:`~tapt.provenance.provenance` (versions, date, command)."""
     from tapt.files import atomic_write_json
+    from tapt.provenance import provenance
 
-    atomic_write_json(run.results_file, results)
+    atomic_write_json(run.results_file, {**results, "provenance": provenance()})
 
 
 def read_history(run: RunDir) -> list[dict]:

@@ -53,7 +53,7 @@ FREE_SECTIONS = ("tracking", "hub", "output_dir", "export")
 data, loss or objective, training, eval, ...) makes a different run."""
 
 RUN_ENTRIES = {"recipe.yaml", "checkpoints", "metrics.jsonl", "final", "final.partial",
-               "results.json", "incomplete", LOCK_NAME}
+               "results.json", "test.json", "incomplete", LOCK_NAME}
 """What a tapt run folder holds (besides ``tapt report`` output and PNGs)."""
 PARTIAL = re.compile(r"\..+\.\d+\.partial")
 """A file :func:`tapt.files.atomic_write_text` was writing when a crash came."""

@@ -242,3 +242,60 @@ def test_dapt_export_has_its_own_card(tmp_path, tiny_bert_path, synth_path):
     assert metadata["license"] == "apache-2.0" and "datasets" not in metadata
     for path in (tiny_bert_path, synth_path, tmp_path):
         assert str(path) not in text  # was: the absolute path of the base model and the data
+
+
+# --- result files ----------------------------------------------------------------------------
+
+def test_train_test_writes_a_result_file_tapt_compare_reads(tapt_run, capsys):
+    import json
+
+    from tapt.analysis.compare import compare_results, read_result
+
+    run, _ = tapt_run
+    test_file = run / "test.json"
+    result = read_result(test_file)  # the format of tapt eval --output
+    results = json.loads((run / "results.json").read_text())
+    for key, value in results["summary"]["TAPT test"].items():
+        assert result[key] == value
+    assert result["evaluated"]["split"] == "test" and result["per_query"]
+    assert result["evaluated"]["model"] == str(run / "final")
+    comparison = compare_results([str(test_file)])
+    assert comparison.rows[0].kind == "tapt"  # the export's tapt_preset.json says so
+    capsys.readouterr()
+    assert main(["compare", f"TAPT={test_file}"]) == 0
+    assert "TAPT" in capsys.readouterr().out
+
+
+def test_result_files_use_stable_keys_and_record_where_they_came_from(tapt_run, tmp_path):
+    import importlib.metadata
+    import json
+    from datetime import datetime
+
+    from tapt.retrieval.evaluate import EvalReport
+
+    run, _ = tapt_run
+    results = json.loads((run / "results.json").read_text())
+    assert set(results["summary"]) == {"zero-shot dev", "best dev", "zero-shot test",
+                                       "TAPT test"}  # no step number inside a key
+    assert results["best_step"] == 2
+    eval_file = tmp_path / "eval.json"
+    EvalReport(metrics={}, per_query={}, run={}, timings={}, info={}).write_json(eval_file)
+    for path in (run / "results.json", run / "test.json", eval_file):
+        provenance = json.loads(path.read_text())["provenance"]
+        assert provenance["tapt"] == importlib.metadata.version("tapt"), path
+        for name in ("transformers", "sentence-transformers", "accelerate", "torch"):
+            assert provenance["libraries"][name] == importlib.metadata.version(name), path
+        assert provenance["libraries"]["faiss"]
+        assert datetime.fromisoformat(provenance["date"]).tzinfo is not None
+        assert isinstance(provenance["command"], str) and provenance["command"]
+
+
+def test_the_command_is_recorded_redacted():
+    from tapt.provenance import command_line
+
+    assert command_line(["/venv/bin/tapt", "train", "r.yaml", "--test"]) == \
+        "tapt train r.yaml --test"
+    assert command_line(["/x/tapt/__main__.py", "eval", "--model", "a b"]) == \
+        "python -m tapt eval --model 'a b'"
+    token = "hf_" + "abcdefghijklmnopqrstuvwxyz0123456789"
+    assert token not in command_line(["tapt", "train", "r.yaml", f"hub.commit_message={token}"])
