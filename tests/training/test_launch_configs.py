@@ -79,6 +79,9 @@ def test_fsdp_config_builds_accelerates_plugin(name, monkeypatch):
 
 @pytest.mark.parametrize("stage", [2, 3])
 def test_deepspeed_json_is_valid_once_auto_values_are_filled(stage, tmp_path):
+    # transformers' HfTrainerDeepSpeedConfig needs deepspeed itself (not a test dependency:
+    # importing it on every run slows every test; `pip install deepspeed` installs on CPU)
+    deepspeed_config = pytest.importorskip("deepspeed.runtime.config")
     from transformers import TrainingArguments
     from transformers.integrations.deepspeed import HfTrainerDeepSpeedConfig
 
@@ -95,7 +98,6 @@ def test_deepspeed_json_is_valid_once_auto_values_are_filled(stage, tmp_path):
     assert filled["zero_optimization"]["stage"] == stage
     if stage == 3:  # checkpoints and the export must hold whole 16-bit weights
         assert filled["zero_optimization"]["stage3_gather_16bit_weights_on_model_save"] is True
-    deepspeed_config = pytest.importorskip("deepspeed.runtime.config")
     checked = deepspeed_config.DeepSpeedConfig(filled)  # pydantic: unknown keys refused
     assert checked.zero_optimization_stage == stage
     assert checked.train_batch_size == 16 * 2
