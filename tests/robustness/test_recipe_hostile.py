@@ -102,9 +102,9 @@ def test_recipe_content(name, change, expected, tmp_path, reliability_case, quie
 
 
 def test_recipe_over_the_size_limit(tmp_path, reliability_case, monkeypatch):
-    from tapt import recipe
+    from tapt.recipe import io as recipe_io
 
-    monkeypatch.setattr(recipe, "MAX_RECIPE_BYTES", 4096)
+    monkeypatch.setattr(recipe_io, "MAX_RECIPE_BYTES", 4096)
     path = tmp_path / "recipe.yaml"
     path.write_text(recipe_text(tmp_path) + "# " + "x" * 5000 + "\n", encoding="utf-8")
     case = reliability_case("recipe (YAML)", "file over the recipe size limit (one long line)")

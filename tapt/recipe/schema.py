@@ -1,0 +1,475 @@
+"""The sections of TAPT and DAPT recipes, the two recipes, and their cross-field checks."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+from pydantic import (
+    Field,
+    field_validator,
+    model_validator,
+)
+
+from tapt.data.relevance import parse_relevant_from
+from tapt.families import registered_families
+from tapt.ids import hub_id_problem
+from tapt.recipe.base import RecipeError, Section, Seed, local_path
+from tapt.recipe.loss import LossSettings
+
+
+class LoraSettings(Section):
+    """LoRA adapters through peft; merged into the base weights at export."""
+
+    enabled: bool = False
+    """Train LoRA adapters instead of every weight."""
+    r: int = Field(16, gt=0)
+    """LoRA rank."""
+    alpha: int = Field(32, gt=0)
+    """LoRA scaling numerator (the update is scaled by alpha / r)."""
+    dropout: float = Field(0.05, ge=0.0, lt=1.0)
+    """Dropout on the LoRA adapters' input."""
+    target_modules: list[str] | str | None = None
+    """None lets peft pick the model type's defaults."""
+
+    @field_validator("target_modules")
+    @classmethod
+    def _some_modules(cls, modules: list[str] | str | None) -> list[str] | str | None:
+        if modules == []:
+            raise ValueError("an empty list adapts nothing; give module names or leave it "
+                             "out (peft's defaults)")
+        return modules
+
+
+class ModelSettings(Section):
+    may_be_empty: ClassVar[frozenset[str]] = frozenset({"query_prompt", "document_prompt"})
+
+    name: str
+    """Hub id, local path, or ``package:NAME/sub/path`` for a model shipped in a Python package."""
+    family_module: str | None = None
+    """A module that registers model families (``tapt.register_family``), imported when the
+    recipe is validated, before ``family`` is checked: a dotted module name Python can import,
+    or the path of a ``.py`` file (see :func:`import_family_module`)."""
+    family: str = "auto"
+    """A registered family (``tapt.encoders.presets.registered_families``) or ``auto``."""
+    max_seq_length: int | None = Field(None, gt=0)
+    """Tokens per text when encoding and training (default: the family's or the model's)."""
+    pooling: Literal["cls", "mean", "max", "lasttoken", "weightedmean"] | None = None
+    """Pooling over token embeddings (default: the family's, else the model's own)."""
+    query_prompt: str | None = None
+    """Text put before every query (default: the family's; empty for none)."""
+    document_prompt: str | None = None
+    """Text put before every passage (default: the family's; empty for none)."""
+    trust_remote_code: bool = False
+    """Run the model repository's own Python code (GTE, Nomic need it)."""
+    revision: str | None = None
+    """Hub model revision: branch, tag or commit (None: the default branch)."""
+    lora: LoraSettings = LoraSettings()
+
+    @field_validator("name")
+    @classmethod
+    def _check_name(cls, name: str) -> str:
+        if name.startswith("package:"):
+            package = name[len("package:"):].partition("/")[0]
+            if not all(part.isidentifier() for part in package.split(".")):
+                raise ValueError("expected package:NAME/sub/path, NAME an importable Python "
+                                 "package")
+            return name
+        return local_path(name, folder=True)
+
+    @field_validator("family_module")  # declared before family, so validated before it
+    @classmethod
+    def _import_family_module(cls, module: str | None) -> str | None:
+        return None if module is None else import_family_module(module)
+
+    @field_validator("family")
+    @classmethod
+    def _check_family(cls, family: str) -> str:
+        names = registered_families()
+        if family != "auto" and family not in names:
+            raise ValueError(f"unknown model family; choose one of {names} or auto (a family "
+                             "registered from Python: name its module in model.family_module)")
+        return family
+
+
+def import_family_module(name: str) -> str:
+    """Import ``name`` once per process, for the families it registers: a dotted module name
+    (installed or on ``PYTHONPATH``) or the path of a ``.py`` file (``~`` expanded; relative
+    to the working directory). Its code runs with the user's rights: it is trusted as the
+    user's own code, named in the user's own recipe, like the recipe itself. A ValueError it
+    raises (``register_family``'s) becomes an error naming ``model.family_module``; any
+    other exception propagates with its traceback into that code."""
+    import hashlib
+    import importlib
+    import importlib.util
+    import sys
+
+    if name.endswith(".py"):
+        path = Path(os.path.expanduser(name))
+        if not path.is_file():
+            raise ValueError(f"no such Python file: {path}")
+        key = "tapt_family_module_" + hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:16]
+        if key in sys.modules:
+            return name
+        spec = importlib.util.spec_from_file_location(key, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[key] = module
+        try:
+            spec.loader.exec_module(module)
+        except ImportError as err:
+            del sys.modules[key]  # a later load tries again
+            raise ValueError(f"importing {path} failed: {err}") from None
+        except BaseException:
+            del sys.modules[key]
+            raise
+        return name
+    if not all(part.isidentifier() for part in name.split(".")):
+        raise ValueError("expected a dotted Python module name (my_pkg.families) or the path "
+                         "of a .py file")
+    try:
+        importlib.import_module(name)
+    except ImportError as err:
+        raise ValueError(f"cannot import module '{name}' ({err}); install it, add its folder "
+                         "to PYTHONPATH, or give the path of its .py file") from None
+    return name
+
+
+class DataSettings(Section):
+    path: str
+    """Local BEIR folder or Hub dataset id (e.g. vinven7/FormBench)."""
+    config: str | None = None
+    """Hub config or subfolder: structured (C1), random (C0), sample."""
+    revision: str | None = None
+    """Hub dataset revision: branch, tag or commit (None: the default branch)."""
+    train_split: str = "train"
+    """Split whose queries train the model."""
+    dev_split: str = "dev"
+    """Split evaluated at every eval step (the best checkpoint is chosen on it)."""
+    test_split: str = "test"
+    """Split of ``tapt train --test`` (full corpus, after training)."""
+    soft_negative: bool = False
+    """Add the soft negative (grade 1) as a second explicit negative column."""
+    mined_negatives: str | None = None
+    """A ``tapt mine`` output for the train split: its negatives become more columns."""
+    negatives_per_query: int = Field(0, ge=0)
+    """Mined negatives per row (after the graded ones); needs ``mined_negatives``."""
+    missing_hard_negative: Literal["drop", "pair"] = "drop"
+    """A query without a hard negative: ``drop`` it, or train it as a (query, anchor)
+    ``pair``."""
+    with_title: bool = True
+    """Encode passages as title + text (else the text only)."""
+    dev_distractors: int | None = Field(20000, ge=0)
+    """Dev sub-corpus: every judged dev passage plus this many distractors (None: all)."""
+    dev_seed: Seed = 0
+    """Seed of the dev sub-corpus's distractor sample."""
+    lenient: bool = False
+    """Accept empty passages and queries without an anchor (non-FormBench BEIR sets)."""
+    relevant_from: Literal["auto"] | int = "auto"
+    """Lowest relevant grade (binary metrics, training anchors): ``auto`` is 3 when the
+    qrels hold a grade >= 3 (FormBench: 3 anchor, 2 hard, 1 soft negative), else 1 (BEIR:
+    relevant passages as anchors, in-batch and mined negatives); see tapt.data.relevance."""
+    batch_by: str = "none"
+    """Batches from one group: ``none`` (random, no duplicate texts), ``title`` (the anchor
+    passages' title: one patent per batch in FormBench), or ``label:FIELD`` (the anchors'
+    ``labels.FIELD`` in corpus.jsonl); see tapt.training.grouped_batches."""
+
+    @field_validator("batch_by")
+    @classmethod
+    def _check_batch_by(cls, value: str) -> str:
+        if value in ("none", "title") or (value.startswith("label:") and value[6:].strip()):
+            return value
+        raise ValueError(f"expected none, title or label:FIELD, got {value!r}")
+
+    @field_validator("relevant_from", mode="before")  # before coercion: True, 2.5
+    @classmethod
+    def _check_relevant_from(cls, value: Any) -> Any:
+        parse_relevant_from(value)  # as a field validator, so that the error names the key
+        return value
+
+    @field_validator("path")
+    @classmethod
+    def _check_path(cls, path: str) -> str:
+        return local_path(path, folder=True)
+
+    @field_validator("mined_negatives")
+    @classmethod
+    def _check_mined(cls, path: str | None) -> str | None:
+        return local_path(path, folder=False)
+
+
+class TrainingSettings(Section):
+    epochs: float = Field(5, gt=0)
+    """Passes over the training rows (fractions allowed); ``max_steps`` overrides it."""
+    max_steps: int = -1
+    """-1: train for ``epochs``; a positive number of steps overrides them."""
+    learning_rate: float = Field(2e-5, gt=0)
+    """Peak learning rate (AdamW)."""
+    scheduler: Literal["linear", "cosine", "constant", "constant_with_warmup",
+                       "cosine_with_restarts", "polynomial"] = "linear"
+    """Learning-rate schedule after warmup (transformers' names)."""
+    warmup_ratio: float = Field(0.1, ge=0, lt=1)
+    """Fraction of the steps spent warming the learning rate up from 0."""
+    weight_decay: float = Field(0.0, ge=0)
+    """AdamW weight decay."""
+    per_device_batch_size: int = Field(32, gt=0)
+    """Rows per batch on each device (MNRL's in-batch negatives)."""
+    gradient_accumulation_steps: int = Field(1, gt=0)
+    """Batches whose gradients are summed before each update."""
+    bf16: bool = True
+    """bfloat16 mixed precision (autocast; the master weights stay float32)."""
+    seed: Seed = 42
+    """Seed of model initialisation, data order and sampling."""
+    eval_steps: int = Field(100, gt=0)
+    """Evaluate on the dev split every this many optimizer steps."""
+    save_steps: int | None = Field(None, gt=0)
+    """Defaults to eval_steps (best-checkpoint selection needs a save at every eval)."""
+    save_total_limit: int = Field(2, ge=1)
+    """Checkpoints kept; the best one is never deleted, so 2 keeps best + last."""
+    logging_steps: int = Field(10, gt=0)
+    """Log the training loss every this many steps."""
+    gradient_checkpointing: bool = False
+    """Recompute activations in the backward pass: less memory, slower."""
+    dataloader_workers: int = Field(0, ge=0)
+    """Data loader worker processes (0: load in the main process)."""
+    on_nonfinite: Literal["stop", "skip"] = "stop"
+    """A NaN/inf loss or gradient: ``stop`` the run before that update (no ``final/``), or
+    ``skip`` the update and go on (counted in the logs and results)."""
+    max_nonfinite_steps: int = Field(10, ge=0)
+    """With ``skip``: the run stops once more steps than this were skipped."""
+
+    @field_validator("max_steps")
+    @classmethod
+    def _check_max_steps(cls, steps: int) -> int:
+        if steps != -1 and steps < 1:  # transformers reads 0 and -5 as "use epochs"
+            raise ValueError("must be -1 (train for training.epochs) or at least 1")
+        return steps
+
+
+class EvalSettings(Section):
+    metric: Literal["binary_ndcg@10", "graded_ndcg@10", "mrr@10", "recall@100"] = \
+        "binary_ndcg@10"
+    """Dev metric that chooses the best checkpoint."""
+    batch_size: int = Field(64, gt=0)
+    """Texts per encoding batch in dev/test evaluation."""
+    top_k: int = Field(100, gt=0)
+    """Passages retrieved per query (exact search)."""
+    zero_shot: bool = True
+    """Evaluate once before the first step so the dev curve starts at zero-shot."""
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
+    """Encoding precision of dev/test evaluation: ``auto`` is bfloat16 on a CUDA GPU that
+    supports it, float32 elsewhere. Training's float32 master weights are not touched."""
+    max_tokens_per_batch: int | None = Field(None, gt=0)
+    """Padded tokens per encoding batch (default: batch_size x max_seq_length)."""
+
+
+class ExportSettings(Section):
+    dtype: Literal["float32", "bfloat16", "float16"] = "float32"
+    """Dtype of the exported safetensors weights."""
+
+
+class TrackingSettings(Section):
+    backend: Literal["none", "wandb", "tensorboard"] = "none"
+    """Where training logs go: ``none``, ``wandb`` (needs a W&B login or WANDB_MODE=offline)
+    or ``tensorboard``."""
+    project: str = "tapt"
+    """W&B project (``WANDB_PROJECT`` set wins)."""
+    run_name: str | None = None
+    """Run name in the tracker (default: the output folder's name)."""
+
+
+class HubSettings(Section):
+    """Push the export to the HuggingFace Hub at the end of the run (main process only).
+    The token comes from huggingface_hub's usual places (``HF_TOKEN``, the login cache),
+    never from a recipe; ``HF_ENDPOINT`` selects a private Hub mirror."""
+
+    repo_id: str | None = None
+    """``org/name``, checked by the Hub's rules (:func:`tapt.data.sources.hub_id_problem`)
+    when the recipe is loaded; None: do not push."""
+    private: bool = True
+    """Create the repository private (an existing one keeps its visibility)."""
+    revision: str | None = None
+    """Branch to push to (created if needed); None: the default branch."""
+    commit_message: str | None = None
+    """Commit message of the push (default: ``tapt: <run folder name>``)."""
+    license: str = "apache-2.0"
+    """The license the model card must declare; anything else is refused before upload."""
+
+    @field_validator("repo_id")
+    @classmethod
+    def _check_repo_id(cls, repo_id: str | None) -> str | None:
+        problem = None if repo_id is None else hub_id_problem(repo_id)
+        if problem:
+            raise ValueError(f"not a Hub repository id: {problem}")
+        return repo_id
+
+
+def check_output_dir(path: str) -> str:
+    """``output_dir`` with ``~`` expanded; an existing file there is refused."""
+    path = os.path.expanduser(path)
+    if Path(path).exists() and not Path(path).is_dir():
+        raise ValueError(f"{path} is a file, not a run folder")
+    return path
+
+
+class Recipe(Section):
+    """A TAPT recipe (``tapt train``)."""
+
+    model: ModelSettings
+    data: DataSettings
+    loss: LossSettings = LossSettings()
+    training: TrainingSettings = TrainingSettings()
+    eval: EvalSettings = EvalSettings()
+    tracking: TrackingSettings = TrackingSettings()
+    output_dir: str
+    """Run folder: checkpoints, metrics, results and the export (``final/``)."""
+    export: ExportSettings = ExportSettings()
+    hub: HubSettings = HubSettings()
+
+    @field_validator("output_dir")
+    @classmethod
+    def _check_output_dir(cls, path: str) -> str:
+        return check_output_dir(path)
+
+    @model_validator(mode="after")
+    def _check_across_sections(self) -> Recipe:
+        check_recipe(self)
+        return self
+
+
+def check_recipe(recipe: Recipe) -> None:
+    """TAPT's cross-field checks (run by :class:`Recipe`'s validator, so at load): the best
+    checkpoint needs saves on evaluation steps, mined negatives need a count, and the three
+    splits must differ. Raises :class:`RecipeError` naming the keys."""
+    training = recipe.training
+    save_steps = training.save_steps or training.eval_steps
+    if save_steps % training.eval_steps:
+        raise RecipeError(f"training.save_steps ({save_steps}) must be a multiple of "
+                          f"training.eval_steps ({training.eval_steps}) to keep the best "
+                          "checkpoint")
+    if bool(recipe.data.mined_negatives) != bool(recipe.data.negatives_per_query):
+        raise RecipeError("data.mined_negatives and data.negatives_per_query go together: "
+                          "give the tapt mine output and how many of its negatives per row")
+    splits = (recipe.data.train_split, recipe.data.dev_split, recipe.data.test_split)
+    if len(set(splits)) != 3:
+        raise RecipeError(f"data.train_split, data.dev_split and data.test_split must differ "
+                          f"(got {', '.join(splits)}): the best checkpoint and the test "
+                          "metrics would be measured on training queries")
+    recipe.loss.check_columns(recipe.data)
+
+
+class DaptDataSettings(Section):
+    """Where DAPT's passages come from: a BEIR corpus (local or Hub), plain files, or both.
+    Only passages are read, never queries or judgments."""
+
+    path: str | None = None
+    """BEIR folder or Hub dataset id: its corpus passages are the text."""
+    config: str | None = None
+    """Hub config or subfolder of ``path``."""
+    revision: str | None = None
+    """Hub dataset revision: branch, tag or commit (None: the default branch)."""
+    files: list[str] = []  # noqa: RUF012 (pydantic copies defaults)
+    """Plain files: ``.jsonl`` (a ``text`` field, optional ``title``) or ``.txt`` (one
+    passage per line)."""
+    with_title: bool = True
+    """Passages as title + text (else the text only)."""
+    max_passages: int | None = Field(None, gt=0)
+    """Train on a seeded sample of at most this many passages."""
+    held_out_fraction: float = Field(0.01, gt=0, lt=0.5)
+    """Fraction of the passages held out for the held-out loss."""
+    held_out_max: int = Field(1000, gt=0)
+    """Held-out passages (for the held-out loss): this fraction, at most this many."""
+    seed: Seed = 0
+    """Seed of the passage sample and the held-out split."""
+    dev_data: str | None = None
+    """BEIR folder for the zero-shot retrieval evaluation at each save (default: ``path``)."""
+    dev_split: str | None = "dev"
+    """Split of that BEIR data to evaluate; None: no retrieval evaluation."""
+    dev_distractors: int | None = Field(20000, ge=0)
+    """Dev sub-corpus: every judged dev passage plus this many distractors (None: all)."""
+    dev_seed: Seed = 0
+    """Seed of the dev sub-corpus's distractor sample."""
+    lenient: bool = False
+    """Accept empty passages and dev queries without an anchor (non-FormBench BEIR sets)."""
+
+    @field_validator("path", "dev_data")
+    @classmethod
+    def _check_folder(cls, path: str | None) -> str | None:
+        return local_path(path, folder=True)
+
+    @field_validator("files")
+    @classmethod
+    def _check_files(cls, files: list[str]) -> list[str]:
+        for name in files:
+            if Path(name).suffix.lower() not in (".jsonl", ".txt"):
+                raise ValueError(f"{name}: expected a .jsonl or .txt file of passages")
+        return [local_path(name, folder=False) for name in files]
+
+    @model_validator(mode="after")
+    def _check_source(self) -> DaptDataSettings:
+        if not self.path and not self.files:
+            raise ValueError("data needs a BEIR corpus (data.path) or plain files (data.files)")
+        return self
+
+
+class ObjectiveSettings(Section):
+    """The DAPT objective."""
+
+    name: Literal["mlm", "simcse"]
+    """``mlm``: masked language modelling (encoder-only models: BERT, GTE, Nomic BERT).
+    ``simcse``: unsupervised contrastive learning, each passage against itself under
+    dropout noise, with in-batch negatives (any model, decoders such as Qwen3 too)."""
+    mlm_probability: float = Field(0.15, gt=0, lt=1)
+    """MLM: fraction of tokens masked."""
+    whole_word_masking: bool = False
+    """MLM: mask whole words rather than single tokens."""
+    scale: float = Field(20.0, gt=0)
+    """SimCSE logit scale (20 = temperature 0.05)."""
+    dropout: float | None = Field(0.1, ge=0, lt=1)
+    """SimCSE: dropout probability set on every dropout of the model while training (the
+    noise that makes two views of a passage differ; Qwen3 has none of its own). None keeps
+    the model's own. The exported config keeps the model's original values."""
+
+
+class ChunkingSettings(Section):
+    """How passages become training sequences of at most ``max_length`` tokens."""
+
+    mode: Literal["chunk", "pack"] = "chunk"
+    """``chunk``: windows of each passage, ``overlap`` tokens apart; ``pack``: passages
+    concatenated and cut into full-length blocks (``mlm`` only)."""
+    overlap: int | None = Field(None, ge=0)
+    """Tokens shared by consecutive windows (default: an eighth of ``max_length``)."""
+    max_length: int | None = Field(None, gt=8)
+    """Tokens per sequence, special tokens included (default: the model's maximum
+    length, at most 512)."""
+
+
+class DaptRecipe(Section):
+    """A DAPT recipe (``tapt dapt``): continued pretraining before TAPT."""
+
+    model: ModelSettings
+    data: DaptDataSettings
+    objective: ObjectiveSettings
+    chunking: ChunkingSettings = ChunkingSettings()
+    training: TrainingSettings = TrainingSettings(epochs=1, learning_rate=5e-5)
+    eval: EvalSettings = EvalSettings()
+    tracking: TrackingSettings = TrackingSettings()
+    output_dir: str
+    """Run folder: checkpoints, metrics, results and the export (``final/``)."""
+    export: ExportSettings = ExportSettings()
+    hub: HubSettings = HubSettings()
+
+    @field_validator("output_dir")
+    @classmethod
+    def _check_output_dir(cls, path: str) -> str:
+        return check_output_dir(path)
+
+    @model_validator(mode="after")
+    def _check_objective(self) -> DaptRecipe:
+        if self.objective.name == "simcse" and self.chunking.mode == "pack":
+            raise ValueError("chunking.mode: pack mixes passages, which SimCSE cannot use "
+                             "(a packed block is not one passage); use chunk")
+        if self.chunking.overlap is not None and \
+                self.chunking.overlap >= (self.chunking.max_length or 10**9):
+            raise ValueError("chunking.overlap must be smaller than chunking.max_length")
+        return self
