@@ -27,14 +27,19 @@ def add_view_args(parser: argparse.ArgumentParser) -> None:
                             "plot with --plot (holds the corpus embeddings in memory)")
     views.add_argument("--plot", type=Path, default=None,
                        help="--dims: PNG of the metrics against the width")
-    views.add_argument("--by", default=None, metavar="FIELD",
-                       help="also report every metric per query group: the value of FIELD "
-                            "under 'labels' in queries.jsonl (local data; queries without "
-                            "it: group '(none)')")
+    add_by_arg(views)
     views.add_argument("--tune-on", choices=SPLITS, default=None,
                        help="--hybrid: pick --rrf-k (grid 1 10 30 60 100) or --alpha (0.0 to "
                             "1.0 by 0.1) by binary nDCG@10 on this split, ties to the given "
                             "value, then evaluate --split with it")
+
+
+def add_by_arg(parser: argparse._ActionsContainer) -> None:
+    """``--by FIELD`` of ``tapt eval`` and ``tapt bm25`` (on a parser or an argument group)."""
+    parser.add_argument("--by", default=None, metavar="FIELD",
+                        help="also report every metric per query group: the value of FIELD "
+                             "under 'labels' in queries.jsonl (local data; queries without "
+                             "it: group '(none)'; tapt data synth writes mode and domain)")
 
 
 def check_view_args(args: argparse.Namespace) -> None:

@@ -13,6 +13,7 @@ from rich.markup import escape
 from tapt.cli import terminal
 from tapt.cli.distributed import is_main, multiprocess
 from tapt.cli.eval_views import (
+    add_by_arg,
     add_view_args,
     check_view_args,
     evaluate_views,
@@ -67,6 +68,7 @@ def add_parsers(commands) -> None:
                       help="term-frequency saturation (default 1.5; 0: term presence only)")
     bm25.add_argument("--b", type=fraction, default=0.75,
                       help="length normalisation in [0, 1] (default 0.75)")
+    add_by_arg(bm25)
     add_data_args(bm25)
 
     mine = commands.add_parser("mine", help="mine hard negatives from the corpus with BM25 "

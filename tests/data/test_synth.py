@@ -108,7 +108,7 @@ def test_output_loads_and_every_query_has_one_anchor_hard_and_soft(written):
     assert all(re.fullmatch(r"q\d{5}", q) for q in dataset.queries)
     assert all(re.fullmatch(r"p\d{4,}-c\d+", d) for d in dataset.corpus)
     for line in (written / "queries.jsonl").read_text(encoding="utf-8").splitlines():
-        assert set(json.loads(line)) == {"_id", "text"}
+        assert list(json.loads(line)) == ["_id", "text", "labels"]  # readers ignore labels
 
 
 def test_summary_describes_what_was_written(tmp_path):
@@ -285,8 +285,9 @@ TEXT_DIGESTS = {
     "random": "909931c875b67b45975b1983226dc395ea4a3397c9987e3376b3a2a5aa225fa3",
 }
 """sha256 of (id, title, text) per passage, queries.jsonl and the qrels for
-``synthesize(queries=80, distractors=100, seed=5)``, taken before passages had labels:
-adding labels must not change what a seed generates."""
+``synthesize(queries=80, distractors=100, seed=5)``, taken before passages and queries had
+labels: adding labels must not change what a seed generates (queries.jsonl is hashed with
+each line's ``labels`` field removed, the line re-serialized as ``write_beir`` writes it)."""
 
 
 @pytest.mark.parametrize("variant", ["structured", "random"])
@@ -296,7 +297,11 @@ def test_labels_leave_what_a_seed_generates_unchanged(tmp_path, variant):
     for line in (tmp_path / "ds" / "corpus.jsonl").read_text(encoding="utf-8").splitlines():
         record = json.loads(line)
         digest.update(json.dumps([record["_id"], record["title"], record["text"]]).encode())
-    for name in ("queries.jsonl", "qrels/train.tsv", "qrels/dev.tsv", "qrels/test.tsv"):
+    for line in (tmp_path / "ds" / "queries.jsonl").read_text(encoding="utf-8").splitlines():
+        record = json.loads(line)
+        record.pop("labels")
+        digest.update((json.dumps(record, ensure_ascii=False) + "\n").encode())
+    for name in ("qrels/train.tsv", "qrels/dev.tsv", "qrels/test.tsv"):
         digest.update((tmp_path / "ds" / name).read_bytes())
     assert digest.hexdigest() == TEXT_DIGESTS[variant]
 

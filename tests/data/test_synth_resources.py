@@ -14,7 +14,7 @@ import pytest
 
 import tapt
 from tapt.cli import main
-from tapt.data.synth import DOMAINS, ROLE_SYNONYMS, VocabularyError, vocabulary
+from tapt.data.synth import DOMAINS, ROLE_SYNONYMS, VocabularyError, build, vocabulary
 
 GOLDEN = {
     ("structured", 0, "small"): {
@@ -79,21 +79,50 @@ size (600 queries, 2,000 distractors) and at ``--queries 60 --distractors 120`` 
 Made with the single-module generator (``tapt/data/synth.py``, tables in code) at commit
 e352bf2b421f5788cb4586917f25ab68ff25ea77, before its tables moved to
 ``tapt/resources/synth/``: ``.venv/bin/python -m tapt data synth OUT ...`` then
-``sha256sum``. Changing a table or the logic's draws breaks these on purpose."""
+``sha256sum``. Changing a table or the logic's draws breaks these on purpose.
+
+Since queries carry group labels (``"labels": {"mode": ..., "domain": ...}``, for ``tapt eval
+--by``), ``queries.jsonl``'s hash is that of the file with the ``labels`` field removed from
+each line and the line re-serialized as ``write_beir`` writes it (:func:`draws`): the labels
+are no draw of their own (they restate the mode and domain drawn for the query), so the ids
+and texts must stay byte-identical, and the labels are checked apart against what
+:func:`build` drew for each query."""
 
 SIZES = {"small": ["--queries", "60", "--distractors", "120"], "default": []}
+BUILD_SIZES = {"small": {"queries": 60, "distractors": 120}, "default": {}}
 SYNTH_FILES = ("domains.json", "lexicon.json", "templates.json")
 RESOURCES = Path(tapt.__file__).parent / "resources" / "synth"
 
 
 @pytest.mark.parametrize(("variant", "seed", "size"), list(GOLDEN))
 def test_tapt_data_synth_is_byte_identical_to_the_tables_in_code(tmp_path, variant, seed, size):
+    """The draws are byte-identical (``queries.jsonl`` without its labels, see
+    :data:`GOLDEN`), and each query's labels are the mode and domain the generator drew."""
     out = tmp_path / "ds"
     argv = ["data", "synth", str(out), "--seed", str(seed), "--variant", variant, *SIZES[size]]
     assert main(argv) == 0
     written = {p.relative_to(out).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
                for p in sorted(out.rglob("*")) if p.is_file()}
+    written["queries.jsonl"] = hashlib.sha256(draws(out / "queries.jsonl")).hexdigest()
     assert written == GOLDEN[(variant, seed, size)]
+    drawn = build(variant=variant, seed=seed, **BUILD_SIZES[size]).queries
+    labels = {}
+    for line in (out / "queries.jsonl").read_text(encoding="utf-8").splitlines():
+        record = json.loads(line)
+        assert list(record) == ["_id", "text", "labels"]
+        labels[record["_id"]] = record["labels"]
+    assert labels == {q.query_id: {"mode": q.mode, "domain": q.domain} for q in drawn.values()}
+
+
+def draws(path: Path) -> bytes:
+    """``queries.jsonl`` without the ``labels`` field of each line, every line re-serialized
+    as ``write_beir`` writes a query (``{"_id", "text"}``, ``ensure_ascii=False``)."""
+    lines = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        record = json.loads(line)
+        record.pop("labels", None)
+        lines.append(json.dumps(record, ensure_ascii=False) + "\n")
+    return "".join(lines).encode("utf-8")
 
 
 def test_the_tables_are_package_data_and_the_logic_modules_are_small():

@@ -25,7 +25,10 @@ following the paper's construction (FormBench §3, §3.1-3.3, A.1, A.2):
   judged in two splits;
 * every passage carries class labels, ``"labels": {"domain": ..., "class": ...}`` in
   ``corpus.jsonl`` (the macro-domain and the application, a finer class shared by all
-  passages of a patent), a stand-in for FormBench's CPC classes in ``tapt probe``.
+  passages of a patent), a stand-in for FormBench's CPC classes in ``tapt probe``;
+* every query carries its group labels, ``"labels": {"mode": ..., "domain": ...}`` in
+  ``queries.jsonl`` (the mode its key and template were drawn for, and the anchor's
+  macro-domain), for ``tapt eval --by mode``.
 
 Everything is built in memory from one ``random.Random(seed)`` before anything is written:
 the same seed gives byte-identical files.

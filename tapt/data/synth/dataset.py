@@ -67,6 +67,13 @@ class SynthQuery:
     soft: str
     key: frozenset[str]
 
+    @property
+    def labels(self) -> dict[str, str]:
+        """Group labels for ``tapt eval --by``: ``mode``, the query template kind the key was
+        drawn for (composition, process, performance, application), and ``domain``, the
+        anchor's macro-domain."""
+        return {"mode": self.mode, "domain": self.domain}
+
 
 @dataclass(frozen=True)
 class SynthSummary:
@@ -212,8 +219,10 @@ def synthesize(out_dir: str | Path, *, queries: int = 600, distractors: int = 20
 
 def write_dataset(out_dir: str | Path, dataset: SynthDataset) -> Path:
     """Write ``dataset`` as a BEIR folder whose ``corpus.jsonl`` lines also carry
-    ``"labels": {"domain": ..., "class": ...}`` (after ``_id``, ``title`` and ``text``; BEIR
-    readers, tapt's too, ignore the field; ``tapt probe`` reads it). Refuses a folder that
+    ``"labels": {"domain": ..., "class": ...}`` (``tapt probe`` reads them) and whose
+    ``queries.jsonl`` lines carry ``"labels": {"mode": ..., "domain": ...}`` (``tapt eval
+    --by``), each after the BEIR fields; BEIR readers, tapt's too, ignore the field, and
+    without it every line is the one :func:`write_beir` writes. Refuses a folder that
     already holds a dataset, as :func:`write_beir` does."""
     folder = write_beir(out_dir, dataset.corpus(), dataset.query_texts(), dataset.qrels())
     with (folder / "corpus.jsonl").open("w", encoding="utf-8") as handle:
@@ -221,4 +230,8 @@ def write_dataset(out_dir: str | Path, dataset: SynthDataset) -> Path:
             handle.write(json.dumps({"_id": doc_id, "title": doc.passage.title,
                                      "text": doc.passage.text, "labels": doc.labels},
                                     ensure_ascii=False) + "\n")
+    with (folder / "queries.jsonl").open("w", encoding="utf-8") as handle:
+        for query_id, query in dataset.queries.items():
+            handle.write(json.dumps({"_id": query_id, "text": query.text,
+                                     "labels": query.labels}, ensure_ascii=False) + "\n")
     return folder
