@@ -7,8 +7,12 @@ Two parts:
    report passages/s and tokens/s, query encoding time (batched and one at a time), and
    FAISS search latency over repeated searches (ms/query, p50/p95), plus the metrics of the
    ranking on that sub-corpus as a sanity check.
-2. A pure-FAISS sweep: exact inner-product search latency over random unit vectors for
-   several corpus sizes and widths (e.g. 10k/100k x 384/1024).
+2. A sweep without a model: exact inner-product search over random unit vectors for
+   several corpus sizes and widths (e.g. 10k/100k/1M x 1024), with FAISS ``IndexFlatIP``
+   and/or tapt's torch index (``--sweep-backends faiss torch``): seconds per batched
+   search against the FLOP bound (2 x N x d x queries at this CPU's peak float32 matmul
+   rate, measured first with a torch matmul), the memory the index holds (resident set
+   growth) and the extra memory during a search (sampled peak).
 
 Examples::
 
@@ -16,6 +20,8 @@ Examples::
     python benchmarks/bench_retrieval.py --data formbench/ --model Qwen/Qwen3-Embedding-0.6B \\
         --max-passages 5000 --sweep-sizes 10000 100000 1000000 --sweep-dims 1024
     python benchmarks/bench_retrieval.py --sweep-only --sweep-sizes 10000 100000
+    python benchmarks/bench_retrieval.py --sweep-only --sweep-sizes 10000 100000 1000000 \\
+        --sweep-dims 1024 --sweep-queries 1000 --sweep-backends faiss torch --repeats 2
 
 This is a script, not a test: nothing is asserted, figures are printed (and written as JSON
 with ``--json``).
@@ -140,25 +146,92 @@ def bench_model(args) -> dict:
     }
 
 
-def bench_sweep(args) -> list[dict]:
-    from tapt.retrieval.search import ExactIndex
+def peak_sgemm_flops(size: int = 4096, repeats: int = 5) -> float:
+    """Best float32 matmul FLOP/s of this machine (torch, ``size`` x ``size`` operands)."""
+    import torch
 
-    rng = np.random.default_rng(0)
+    a, b = torch.randn(size, size), torch.randn(size, size)
+    a @ b  # warm-up
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        a @ b
+        best = min(best, time.perf_counter() - start)
+    return 2 * size**3 / best
+
+
+def rss_mib() -> float:
+    """This process's resident memory (MiB)."""
+    import psutil
+
+    return psutil.Process().memory_info().rss / 2**20
+
+
+class PeakRss:
+    """Samples the resident memory every few ms while in the ``with`` block."""
+
+    def __enter__(self):
+        import threading
+
+        self.peak = rss_mib()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+        return self
+
+    def _sample(self) -> None:
+        while not self._stop.wait(0.005):
+            self.peak = max(self.peak, rss_mib())
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.peak = max(self.peak, rss_mib())
+
+
+def make_sweep_index(backend: str, dim: int):
+    from tapt.retrieval.search import make_index
+
+    return make_index(dim, normalize=True, backend=backend, use_gpu=False)
+
+
+def bench_sweep(args) -> list[dict]:
+    """Every (dim, size, backend): the same seeded random rows, added in blocks of 50k."""
+    import gc
+
+    peak = peak_sgemm_flops()
+    console.print(f"peak float32 matmul (torch, 4096^3): {peak / 1e9:,.1f} GFLOP/s")
     rows = []
     for dim in args.sweep_dims:
-        queries = rng.standard_normal((args.sweep_queries, dim), dtype=np.float32)
+        queries = np.random.default_rng(1).standard_normal((args.sweep_queries, dim),
+                                                           dtype=np.float32)
         for size in args.sweep_sizes:
-            index = ExactIndex(dim, normalize=True)
-            start = time.perf_counter()
-            for begin in range(0, size, 50_000):  # bounded memory while generating
-                count = min(50_000, size - begin)
-                index.add(rng.standard_normal((count, dim), dtype=np.float32))
-            build_s = time.perf_counter() - start
-            latency = search_latency(index, queries, args.top_k, args.repeats,
-                                     args.single_queries)
-            rows.append({"corpus_size": size, "dim": dim, "index_mib": size * dim * 4 / 2**20,
-                         "add_s": build_s, **latency})
-            del index
+            for backend in args.sweep_backends:
+                rng = np.random.default_rng(0)
+                gc.collect()
+                before = rss_mib()
+                index = make_sweep_index(backend, dim)
+                start = time.perf_counter()
+                for begin in range(0, size, 50_000):  # bounded memory while generating
+                    count = min(50_000, size - begin)
+                    index.add(rng.standard_normal((count, dim), dtype=np.float32))
+                build_s = time.perf_counter() - start
+                gc.collect()
+                held = rss_mib()
+                with PeakRss() as searching:
+                    latency = search_latency(index, queries, args.top_k, args.repeats,
+                                             args.single_queries)
+                bound_s = 2 * size * dim * len(queries) / peak
+                batch_s = latency["batch_ms_per_query_p50"] * len(queries) / 1000
+                rows.append({"corpus_size": size, "dim": dim, "backend": backend,
+                             "index_mib": size * dim * 4 / 2**20,
+                             "rss_index_mib": held - before,
+                             "search_extra_mib": searching.peak - held,
+                             "add_s": build_s, "batch_s": batch_s, "flop_bound_s": bound_s,
+                             "of_flop_bound": bound_s / batch_s, "peak_gflops": peak / 1e9,
+                             **latency})
+                console.print(rows[-1])
+                del index
     return rows
 
 
@@ -175,16 +248,21 @@ def print_model(result: dict) -> None:
 
 
 def print_sweep(rows: list[dict], top_k: int, queries: int) -> None:
-    table = Table(title=f"Exact FAISS IndexFlatIP search, top-{top_k}, {queries} queries")
-    for column in ("corpus", "dim", "index MiB", "add s", "batch ms/q p50", "batch ms/q p95",
-                   "single ms p50", "single ms p95"):
+    table = Table(title=f"Exact inner-product search on the CPU, top-{top_k}, {queries} "
+                        f"queries at once (FLOP bound: 2 x N x d x queries at the measured "
+                        f"peak matmul rate, {rows[0]['peak_gflops']:,.0f} GFLOP/s)")
+    for column in ("corpus", "dim", "backend", "index MiB", "RSS index MiB",
+                   "search extra MiB", "add s", "batch s", "FLOP bound s", "of bound",
+                   "batch ms/q p50", "single ms p50", "single ms p95"):
         table.add_column(column, justify="right")
     for row in rows:
-        table.add_row(f"{row['corpus_size']:,}", str(row["dim"]), f"{row['index_mib']:,.0f}",
-                      f"{row['add_s']:.2f}", f"{row['batch_ms_per_query_p50']:.3f}",
-                      f"{row['batch_ms_per_query_p95']:.3f}", f"{row['single_query_ms_p50']:.3f}",
-                      f"{row['single_query_ms_p95']:.3f}")
-    console.print(table)
+        table.add_row(f"{row['corpus_size']:,}", str(row["dim"]), row["backend"],
+                      f"{row['index_mib']:,.0f}", f"{row['rss_index_mib']:,.0f}",
+                      f"{row['search_extra_mib']:,.0f}", f"{row['add_s']:.2f}",
+                      f"{row['batch_s']:.2f}", f"{row['flop_bound_s']:.2f}",
+                      f"{row['of_flop_bound']:.0%}", f"{row['batch_ms_per_query_p50']:.3f}",
+                      f"{row['single_query_ms_p50']:.3f}", f"{row['single_query_ms_p95']:.3f}")
+    Console(width=max(console.width, 170)).print(table)  # 13 columns, also in a log file
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -210,6 +288,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--sweep-sizes", type=int, nargs="*", default=[10_000, 100_000])
     parser.add_argument("--sweep-dims", type=int, nargs="*", default=[384, 1024])
     parser.add_argument("--sweep-queries", type=int, default=64)
+    parser.add_argument("--sweep-backends", nargs="+", choices=("faiss", "torch"),
+                        default=["faiss"], help="faiss IndexFlatIP and/or tapt's torch index "
+                        "(tapt.retrieval.torch_search), both on the CPU")
     parser.add_argument("--no-sweep", action="store_true", help="skip the pure-FAISS sweep")
     parser.add_argument("--sweep-only", action="store_true", help="only the pure-FAISS sweep")
     parser.add_argument("--json", type=Path, default=None, help="also write the figures here")

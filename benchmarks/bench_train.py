@@ -41,7 +41,8 @@ class StepTimer(TrainerCallback):
 
     def __init__(self) -> None:
         self.seconds: list[float] = []
-        self._start = 0.0
+        self.cpu_seconds: list[float] = []  # this process's CPU time (all threads)
+        self._start = self._cpu_start = 0.0
 
     @staticmethod
     def _sync() -> None:
@@ -52,11 +53,12 @@ class StepTimer(TrainerCallback):
 
     def on_step_begin(self, args, state, control, **kwargs):
         self._sync()
-        self._start = time.perf_counter()
+        self._start, self._cpu_start = time.perf_counter(), time.process_time()
 
     def on_step_end(self, args, state, control, **kwargs):
         self._sync()
         self.seconds.append(time.perf_counter() - self._start)
+        self.cpu_seconds.append(time.process_time() - self._cpu_start)
 
 
 def counting_losses(counts: list[int]):
@@ -129,7 +131,8 @@ def run_one(args, seq: int, batch: int, checkpointing: bool, workdir: Path) -> d
         tokens = sum(counts[args.warmup * args.accumulation:])
         seconds = sum(timed)
         row.update(status="ok", step_s=seconds / len(timed),
-                   triplets_per_s=batch * len(timed) / seconds, tokens_per_s=tokens / seconds)
+                   triplets_per_s=batch * len(timed) / seconds, tokens_per_s=tokens / seconds,
+                   triplets_per_cpu_s=batch * len(timed) / sum(timer.cpu_seconds[args.warmup:]))
     except torch.OutOfMemoryError:
         row["status"] = "OOM"
     except RuntimeError as err:  # some OOMs surface as plain RuntimeErrors

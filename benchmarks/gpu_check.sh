@@ -2,7 +2,7 @@
 # The GPU check: speed and memory of tapt's GPU path with a randomly initialised model of
 # Qwen3-Embedding-0.6B's exact architecture (no weights and no network needed).
 #
-#   bash benchmarks/gpu_check.sh [OUT_DIR]          # about 6-8 minutes on one H200
+#   bash benchmarks/gpu_check.sh [OUT_DIR]          # about 8-9 minutes on one H200
 #
 # Prints, with the date and the machine:
 #   1. corpus encoding tokens/s and fraction of the bf16 peak at ~150, 512 and 2048 tokens
@@ -12,7 +12,12 @@
 #   2. tapt train triplets/s, tokens/s, MFU and peak memory at sequence 512 and 2048, with
 #      and without gradient checkpointing, at two batch sizes (evaluation and checkpoint
 #      time excluded);
-#   3. exact FAISS search latency at 100k and 1M passages x 1024 dimensions.
+#   3. tapt eval with the embedding cache cold, then warm (same --cache-dir): corpus
+#      encode seconds, wall seconds, passages from the cache and the cold/warm ratios;
+#   4. --long-passages chunk-mean and chunk-max with 2048-token windows on the 2048-token
+#      copy: passages/s, tokens/s and windows per passage;
+#   5. exact search latency at 100k and 1M passages x 1024 dimensions: faiss vs tapt's
+#      torch search with float32 and float16 rows (benchmarks/bench_search.py).
 #
 # Needs torch (CUDA), transformers, sentence-transformers, accelerate and peft. The rest
 # (faiss-cpu, datasets, pytrec-eval-terrier, bm25s, pydantic and their needs) is installed
@@ -57,10 +62,12 @@ if [ "${TAPT_GPU_CHECK_TINY:-0}" = 1 ]; then
   shape=(--layers 2 --hidden 64 --heads 4 --kv-heads 2 --head-dim 16 --intermediate 128 --vocab 4000)
   queries=120; distractors=200; encode_n=96; long_n=24; seqs=(128 256); batches=(2 4)
   steps=2; warmup=1; st_batches=(8 16); sweep=(2000 10000); div_steps=3
+  cache_distractors=100; chunk_distractors=20
 else
   shape=()  # Qwen3-Embedding-0.6B: 28 layers, hidden 1024, 16/8 heads, vocabulary 151,669
   queries=1500; distractors=8000; encode_n=4096; long_n=512; seqs=(512 2048); batches=(4 16)
   steps=6; warmup=2; st_batches=(32 64 128); sweep=(100000 1000000); div_steps=40
+  cache_distractors=1000; chunk_distractors=200
 fi
 
 stamp "data and model"
@@ -97,9 +104,65 @@ for n in "${seqs[@]}"; do
     --warmup "$warmup" --workdir "$out/train" --json "$out/train-$n.json"
 done
 
-stamp "FAISS exact search"
-"$PYTHON" benchmarks/bench_retrieval.py --sweep-only --sweep-sizes "${sweep[@]}" \
-  --sweep-dims 1024 --repeats 5 --single-queries 20 --json "$out/faiss.json"
+eval_dtype="${dtypes[-1]}"  # bfloat16 on a GPU
+stamp "embedding cache: tapt eval cold, then warm ($eval_dtype)"
+rm -rf "$out/cache"
+for run in cold warm; do
+  begin=$(date +%s%N)
+  tapt eval --model "$out/qwen3" --family qwen3 --data "$out/data" --split test \
+    --distractors "$cache_distractors" --dtype "$eval_dtype" --cache-dir "$out/cache" \
+    --output "$out/cache-$run.json" --overwrite --quiet >/dev/null
+  echo $(( ($(date +%s%N) - begin) / 1000000 )) > "$out/cache-$run.wall"  # ms
+done
+"$PYTHON" - "$out" <<'PY'
+import json, sys
+from pathlib import Path
+out = Path(sys.argv[1])
+runs = {}
+for run in ("cold", "warm"):
+    data = json.loads((out / f"cache-{run}.json").read_text())
+    runs[run] = {"wall": float((out / f"cache-{run}.wall").read_text()) / 1000,
+                 "encode": data["timings"]["corpus_encode_s"],
+                 "cached": data["evaluated"]["search"]["passages_from_cache"],
+                 "passages": data["evaluated"]["corpus_size"],
+                 "ndcg": data["binary_ndcg@10"]}
+print(f"{'run':6} {'passages':>9} {'from cache':>11} {'encode s':>9} {'wall s':>7} "
+      f"{'nDCG@10':>8}")
+for run, r in runs.items():
+    print(f"{run:6} {r['passages']:>9,} {r['cached']:>11,} {r['encode']:>9.2f} "
+          f"{r['wall']:>7.1f} {r['ndcg']:>8.4f}")
+cold, warm = runs["cold"], runs["warm"]
+print(f"cold/warm: corpus encode {cold['encode'] / max(warm['encode'], 1e-9):.1f}x, "
+      f"wall {cold['wall'] / warm['wall']:.2f}x; same nDCG@10: {cold['ndcg'] == warm['ndcg']}")
+PY
+
+long="${seqs[-1]}"
+stamp "long passages: chunk-mean and chunk-max, $long-token windows"
+for mode in chunk-mean chunk-max; do
+  tapt eval --model "$out/qwen3" --family qwen3 --data "$out/data-$long" --split test \
+    --max-seq-length "$long" --long-passages "$mode" --distractors "$chunk_distractors" \
+    --dtype "$eval_dtype" --no-cache --output "$out/chunk-$mode.json" --overwrite \
+    --quiet >/dev/null
+done
+"$PYTHON" - "$out" <<'PY'
+import json, sys
+from pathlib import Path
+out = Path(sys.argv[1])
+print(f"{'mode':11} {'passages':>9} {'windows/passage':>16} {'passages/s':>11} "
+      f"{'tokens/s':>10} {'encode s':>9}")
+for mode in ("chunk-mean", "chunk-max"):
+    data = json.loads((out / f"chunk-{mode}.json").read_text())
+    timings, windows = data["timings"], data["evaluated"].get("long_passages", {})
+    passages = max(windows.get("passages", 0), 1)
+    split = (passages - windows.get("split", 0) + windows.get("windows_of_split", 0)) / passages
+    print(f"{mode:11} {data['evaluated']['corpus_size']:>9,} {split:>16.2f} "
+          f"{timings['passages_per_s']:>11.1f} {timings.get('tokens_per_s', float('nan')):>10,.0f} "
+          f"{timings['corpus_encode_s']:>9.2f}")
+PY
+
+stamp "exact search: faiss vs torch (float32 and float16 rows)"
+"$PYTHON" benchmarks/bench_search.py --sizes "${sweep[@]}" --dim 1024 --repeats 5 \
+  --single-queries 20 --json "$out/search.json"
 
 if [ "${TAPT_GPU_CHECK_DIVERGENCE:-0}" = 1 ]; then
   # Issue 6, point 5: the same 40-step fine-tune through tapt, plain sentence-transformers
