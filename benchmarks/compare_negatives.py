@@ -55,7 +55,7 @@ def run_setting(name: str, args, overrides: list[str]) -> dict:
     return {"setting": name, "dev": dev, "test": summary["TAPT test"]}
 
 
-def mine(name: str, args, retriever: str, per_query: int) -> Path:
+def mine(name: str, args, retriever: str, per_query: int, skip_top: int = 0) -> Path:
     from tapt.cli import main
 
     path = args.out / f"{name}.jsonl"
@@ -63,7 +63,7 @@ def mine(name: str, args, retriever: str, per_query: int) -> Path:
         command = ["mine", "--data", str(args.data), "--retriever", retriever, "--output",
                    str(path), "--per-query", str(per_query), "--depth", str(args.depth),
                    "--margin", str(args.margin), "--sampling", args.sampling,
-                   "--seed", str(args.seed), "--quiet"]
+                   "--seed", str(args.seed), "--skip-top", str(skip_top), "--quiet"]
         if args.lenient:
             command.append("--lenient")
         if main(command) != 0:

