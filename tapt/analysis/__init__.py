@@ -10,10 +10,11 @@
 - :mod:`~tapt.analysis.report`: a Markdown report of a training run (``tapt report``).
 - :mod:`~tapt.analysis.plots`: the figures (matplotlib's Agg renderer, no pyplot state).
 - :mod:`~tapt.analysis.embed`: loading a ``--model`` and embedding texts through
-  :func:`tapt.retrieval.dense.stream_embeddings`.
+  :func:`tapt.retrieval.dense.stream_embeddings` (queries) and
+  :func:`tapt.retrieval.dense.passage_stream` (passages).
 
 Nothing here encodes, searches or scores by itself: encoding goes through
-``stream_embeddings``, search through :class:`~tapt.retrieval.search.ExactIndex` and
-:func:`~tapt.retrieval.dense.rank`, scoring through :func:`~tapt.retrieval.metrics.score_run`
+``stream_embeddings`` and ``passage_stream``, search through
+:class:`~tapt.retrieval.search.ExactIndex` and :func:`~tapt.retrieval.dense.rank`, scoring through :func:`~tapt.retrieval.metrics.score_run`
 (or :func:`~tapt.retrieval.evaluate.evaluate`, which uses all three).
 """

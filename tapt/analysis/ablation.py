@@ -6,8 +6,9 @@ fraction of the unjudged passages, sampled with ``seed`` by
 --fraction F --seed S``). A dense model encodes its queries once and the union of all
 fractions' passages once; each fraction then fills its own exact index from those rows,
 searches it (:func:`tapt.retrieval.dense.rank`) and is scored by
-:func:`tapt.retrieval.metrics.score_run`. BM25's statistics depend on the corpus, so
-``bm25`` is re-indexed per fraction through :func:`tapt.retrieval.evaluate.evaluate`.
+:func:`tapt.retrieval.metrics.score_run`. With ``cache_dir`` the union's passages go through
+the embedding cache as ``tapt eval``'s do (a later ablation or eval of the model hits).
+BM25's statistics depend on the corpus, so ``bm25`` is re-indexed per fraction through :func:`tapt.retrieval.evaluate.evaluate`.
 
 Example::
 
@@ -29,7 +30,7 @@ from tapt.bounds import FRACTION, POSITIVE_INT, SEED
 from tapt.data.beir import BeirDataset
 from tapt.data.subcorpus import subcorpus_ids
 from tapt.encoders.base import Encoder
-from tapt.retrieval.dense import rank
+from tapt.retrieval.dense import EncodingTally, rank
 from tapt.retrieval.evaluate import evaluate, split_queries
 from tapt.retrieval.metrics import METRIC_KEYS, score_run
 from tapt.retrieval.search import ExactIndex
@@ -51,7 +52,8 @@ class AblationResult:
     fractions: list[float]
     models: dict[str, list[dict]] = field(default_factory=dict)
     encoding: dict[str, dict[str, float]] = field(default_factory=dict)
-    """Per dense model: passages encoded (once) and the seconds it took."""
+    """Per dense model: passages embedded (once), the seconds it took and
+    ``corpus_from_cache``: how many of them came from the embedding cache."""
 
     def drops(self, metric: str = PRIMARY) -> dict[str, list[float]]:
         """Per model, the percentage drop of ``metric`` from the smallest fraction."""
@@ -88,17 +90,19 @@ def _record(fraction: float, ids: Sequence[str], metrics: Mapping[str, float],
 
 def ablate_encoder(encoder: Encoder, dataset: BeirDataset, split: str,
                    corpora: Mapping[float, Sequence[str]], *, batch_size: int = 32,
-                   top_k: int = 100, with_title: bool = True
+                   top_k: int = 100, with_title: bool = True, cache_dir: str | None = None
                    ) -> tuple[list[dict], dict[str, float]]:
-    """Encode once, search a sub-index per fraction; returns the records and the encoding
-    figures."""
+    """Encode once (through the cache in ``cache_dir``, if given), search a sub-index per
+    fraction; returns the records and the encoding figures."""
     query_ids, query_texts = split_queries(dataset, split)
     needed = set().union(*map(set, corpora.values()))
     union = [doc_id for doc_id in dataset.corpus if doc_id in needed]
     queries = embed(encoder, query_texts, "query", ids=query_ids, batch_size=batch_size)
     start = time.perf_counter()
+    tally = EncodingTally()
     passages = embed(encoder, [dataset.corpus[d].as_text(with_title) for d in union],
-                     "document", ids=union, batch_size=batch_size)
+                     "document", ids=union, batch_size=batch_size, cache_dir=cache_dir,
+                     tally=tally)
     seconds = time.perf_counter() - start
     row_of = {doc_id: row for row, doc_id in enumerate(union)}
     qrels = dataset.split(split)
@@ -110,7 +114,8 @@ def ablate_encoder(encoder: Encoder, dataset: BeirDataset, split: str,
         run, search_seconds = rank(index, list(ids), query_ids, queries, top_k)
         records.append(_record(fraction, ids, score_run(qrels, run).mean, search_seconds,
                                len(query_ids)))
-    return records, {"passages_encoded": float(len(union)), "corpus_encode_s": seconds}
+    return records, {"passages_encoded": float(len(union)), "corpus_encode_s": seconds,
+                     "corpus_from_cache": float(tally.from_cache)}
 
 
 def ablate_retriever(retriever, dataset: BeirDataset, split: str,
@@ -131,14 +136,15 @@ def ablate_retriever(retriever, dataset: BeirDataset, split: str,
 def corpus_size_ablation(models: Sequence, dataset: BeirDataset, split: str, *,
                          fractions: Sequence[float] = DEFAULT_FRACTIONS, seed: int = 0,
                          batch_size: int = 32, top_k: int = 100, with_title: bool = True,
-                         names: Sequence[str] | None = None, on_model=None
-                         ) -> AblationResult:
+                         names: Sequence[str] | None = None, on_model=None,
+                         cache_dir: str | None = None) -> AblationResult:
     """Evaluate each of ``models`` (an :class:`~tapt.encoders.base.Encoder`, a retriever
     such as :class:`~tapt.retrieval.bm25.BM25Retriever`, or a zero-argument loader of
     either, called when its turn comes) at every fraction.
 
     ``names`` label the models (default: their ``name``; required with loaders);
-    ``on_model(name)`` is called before each model starts (progress messages).
+    ``on_model(name)`` is called before each model starts (progress messages);
+    ``cache_dir``: the embedding cache of the encoders' passages (None: off).
     """
     POSITIVE_INT.check(batch_size, "batch_size")
     POSITIVE_INT.check(top_k, "top_k")
@@ -156,7 +162,7 @@ def corpus_size_ablation(models: Sequence, dataset: BeirDataset, split: str, *,
             if isinstance(model, Encoder):
                 records, encoding = ablate_encoder(model, dataset, split, corpora,
                                                    batch_size=batch_size, top_k=top_k,
-                                                   with_title=with_title)
+                                                   with_title=with_title, cache_dir=cache_dir)
                 result.encoding[name] = encoding
             else:
                 records = ablate_retriever(model, dataset, split, corpora,

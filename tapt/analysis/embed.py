@@ -1,10 +1,13 @@
 """Load the models named on an analysis command line and embed texts through tapt's one
-encoding path (:func:`tapt.retrieval.dense.stream_embeddings`, with its non-finite check).
+encoding path: queries through :func:`tapt.retrieval.dense.stream_embeddings`, passages
+through :func:`tapt.retrieval.dense.passage_stream` (the embedding cache, long passages),
+both with the non-finite check.
 
 ``bm25`` names the lexical baseline (a retriever, not an encoder: only the corpus-size
 ablation accepts it); every other name becomes an encoder through the one factory,
 :func:`tapt.encoders.factory.open_encoder` (API models with :class:`APIOptions`, local
-and Hub models with :class:`ModelOptions`), exactly as ``tapt eval`` loads it.
+and Hub models with :class:`ModelOptions`), exactly as ``tapt eval`` loads it. Passages
+go through the embedding cache as ``tapt eval``'s do (:func:`embed` with ``cache_dir``).
 """
 
 from __future__ import annotations
@@ -17,7 +20,13 @@ import numpy as np
 from tapt.analysis.compare import split_spec
 from tapt.encoders.base import Encoder, TextKind, collect_in_order
 from tapt.encoders.factory import APIOptions, ModelOptions, open_encoder
-from tapt.retrieval.dense import EncodingTally, check_finite, stream_embeddings
+from tapt.retrieval.dense import (
+    EncodingTally,
+    check_finite,
+    open_cache,
+    passage_stream,
+    stream_embeddings,
+)
 from tapt.retrieval.factory import BM25, build_retriever, is_bm25
 from tapt.retrieval.sharding import broadcast_rows
 
@@ -79,15 +88,21 @@ def materialized(model) -> Iterator:
 
 
 def embed(encoder: Encoder, texts: Sequence[str], kind: TextKind, *, ids: Sequence[str],
-          batch_size: int = 32) -> np.ndarray:
+          batch_size: int = 32, cache_dir: str | None = None,
+          tally: EncodingTally | None = None) -> np.ndarray:
     """``(len(texts), dim)`` float32 embeddings in input order; non-finite rows raise
     :class:`~tapt.finite.NonFiniteEmbeddingsError` naming a few ``ids``.
 
+    ``cache_dir``: passages (``kind`` document) are read from and written to the embedding
+    cache there (:func:`~tapt.retrieval.dense.passage_stream`, the path of ``tapt eval``);
+    ``tally``, when given, is filled (``from_cache``: the passages read from the cache).
     Under torchrun / accelerate launch (a process group) each rank encodes a share and
-    every rank gets the whole matrix (collective: call it on every rank)."""
-    tally = EncodingTally()
-    matrix = collect_in_order(stream_embeddings(encoder, texts, kind, batch_size, tally),
-                              len(texts), encoder.embedding_dim)
+    every rank gets the whole matrix (collective: call it on every rank; no cache)."""
+    tally = EncodingTally() if tally is None else tally
+    stream = (passage_stream(encoder, texts, batch_size, tally, open_cache(encoder, cache_dir))
+              if kind == "document" else
+              stream_embeddings(encoder, texts, kind, batch_size, tally))
+    matrix = collect_in_order(stream, len(texts), encoder.embedding_dim)
     check_finite(tally, encoder.name, "queries" if kind == "query" else "passages", ids)
     return broadcast_rows(matrix)
 

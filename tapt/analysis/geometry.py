@@ -44,7 +44,7 @@ from tapt.bounds import POSITIVE_INT, SEED
 from tapt.data.beir import ANCHOR, HARD_NEGATIVE, SOFT_NEGATIVE, BeirDataset, Qrels
 from tapt.data.subcorpus import subcorpus_ids
 from tapt.encoders.base import Encoder
-from tapt.retrieval.dense import rank
+from tapt.retrieval.dense import EncodingTally, rank
 from tapt.retrieval.evaluate import split_queries
 from tapt.retrieval.metrics import trec_ranking
 from tapt.retrieval.search import ExactIndex
@@ -184,11 +184,12 @@ def analyze_geometry(encoder: Encoder, dataset: BeirDataset, split: str, *,
                      distractors: int | None = 1000, fraction: float | None = None,
                      seed: int = 0, random_per_query: int = 100, pairs: int = 2000,
                      batch_size: int = 32, with_title: bool = True,
-                     name: str | None = None) -> Geometry:
+                     name: str | None = None, cache_dir: str | None = None) -> Geometry:
     """Encode the split's queries and its evaluation corpus (every judged passage plus
     ``distractors`` or ``fraction`` of the others, seeded; both None: the whole corpus)
     once, then :func:`geometry_from_embeddings`. ``name`` labels the result (default: the
-    encoder's name)."""
+    encoder's name); ``cache_dir``: the passages go through the embedding cache there, as
+    ``tapt eval``'s do (``info["corpus_from_cache"]`` counts the hits)."""
     POSITIVE_INT.check(random_per_query, "random_per_query")
     POSITIVE_INT.check(pairs, "pairs")
     POSITIVE_INT.check(batch_size, "batch_size")
@@ -199,11 +200,13 @@ def analyze_geometry(encoder: Encoder, dataset: BeirDataset, split: str, *,
     passage_ids = subcorpus_ids(dataset, split, distractors=distractors, fraction=fraction,
                                 seed=seed)
     queries = embed(encoder, query_texts, "query", ids=query_ids, batch_size=batch_size)
+    tally = EncodingTally()
     passages = embed(encoder, [dataset.corpus[d].as_text(with_title) for d in passage_ids],
-                     "document", ids=passage_ids, batch_size=batch_size)
+                     "document", ids=passage_ids, batch_size=batch_size, cache_dir=cache_dir,
+                     tally=tally)
     info = {"data": dataset.source, "split": split, "distractors": distractors,
             "fraction": fraction, "seed": seed, "with_title": with_title,
-            "random_per_query": random_per_query}
+            "random_per_query": random_per_query, "corpus_from_cache": tally.from_cache}
     return geometry_from_embeddings(query_ids, queries, passage_ids, passages,
                                     dataset.split(split), model=name or encoder.name,
                                     normalize=encoder.normalize,

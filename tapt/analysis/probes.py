@@ -36,6 +36,7 @@ from tapt.bounds import OPEN_FRACTION, POSITIVE_INT, SEED, check_optional
 from tapt.data.beir import BeirDataset
 from tapt.data.labels import read_labels  # noqa: F401 (moved there; importable here)
 from tapt.encoders.base import Encoder
+from tapt.retrieval.dense import EncodingTally
 
 # scikit-learn (the probes) and rich (the table) are imported where used: importing
 # tapt.analysis must not import them.
@@ -118,21 +119,25 @@ class ProbeResult:
     """``scores[model][field]``: accuracy, macro_f1, v_measure, passages, classes."""
     dropped: dict[str, list[str]] = field(default_factory=dict)
     """Classes left out of the classification split (fewer than two passages)."""
+    corpus_from_cache: dict[str, int] = field(default_factory=dict)
+    """Per model, the passages read from the embedding cache instead of encoded."""
 
     def to_dict(self) -> dict:
         return {"fields": self.fields, "passages": self.passages, "seed": self.seed,
                 "test_size": self.test_size, "models": self.scores,
-                "dropped_classes": self.dropped}
+                "dropped_classes": self.dropped, "corpus_from_cache": self.corpus_from_cache}
 
 
 def run_probes(encoders: Mapping[str, Encoder], dataset: BeirDataset,
                labels: Mapping[str, Mapping[str, str]], *, test_size: float = 0.3,
                seed: int = 0, max_passages: int | None = None, batch_size: int = 32,
-               with_title: bool = True, on_model=None) -> ProbeResult:
+               with_title: bool = True, on_model=None,
+               cache_dir: str | None = None) -> ProbeResult:
     """Embed the labelled passages once per model and probe every label field.
 
     ``encoders`` maps a name to an encoder or a zero-argument loader of one (called when
-    its turn comes)."""
+    its turn comes); ``cache_dir``: the passages go through the embedding cache there, as
+    ``tapt eval``'s do."""
     OPEN_FRACTION.check(test_size, "test_size")
     SEED.check(seed, "seed")
     check_optional(POSITIVE_INT, max_passages, "max_passages")
@@ -148,8 +153,11 @@ def run_probes(encoders: Mapping[str, Encoder], dataset: BeirDataset,
     for model_name, encoder in encoders.items():
         if on_model is not None:
             on_model(model_name)
+        tally = EncodingTally()
         with materialized(encoder) as encoder:  # a loaded encoder is closed once embedded
-            x = unit_rows(embed(encoder, texts, "document", ids=ids, batch_size=batch_size))
+            x = unit_rows(embed(encoder, texts, "document", ids=ids, batch_size=batch_size,
+                                cache_dir=cache_dir, tally=tally))
+        result.corpus_from_cache[model_name] = tally.from_cache
         result.scores[model_name] = {}
         for name, found in labels.items():
             train, test, _ = splits[name]

@@ -20,6 +20,7 @@ from tapt.cli.options import (
     model_options,
     open_fraction,
     positive_int,
+    search_options,
     seed,
 )
 from tapt.files import atomic_write_json, atomic_write_text
@@ -208,11 +209,13 @@ def cmd_ablate(args: argparse.Namespace) -> int:
 
     output, plot = _analysis_files(args)
     loaders = _loaders(args, _named_models(args.model), top_k=args.top_k)
+    cache_dir = search_options(args).cache_dir
     dataset = _analysis_data(args, [args.split])
     result = corpus_size_ablation(
         list(loaders.values()), dataset, args.split, fractions=args.fractions, seed=args.seed,
         batch_size=args.batch_size, top_k=args.top_k, with_title=not args.no_title,
-        names=list(loaders), on_model=lambda name: terminal.console.print(f"[bold]{name}[/bold]"))
+        names=list(loaders), on_model=lambda name: terminal.console.print(f"[bold]{name}[/bold]"),
+        cache_dir=cache_dir)
     if not is_main():  # under torchrun rank 0 alone prints and writes
         return 0
     _show_and_save(ablation_table(result), result.to_dict(), output,
@@ -226,6 +229,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     from tapt.analysis.geometry import analyze_geometry, geometry_figure, geometry_table
 
     output, plot = _analysis_files(args)
+    cache_dir = search_options(args).cache_dir
     dataset = _analysis_data(args, [args.split])
     name, model = labelled(args.model)
     distractors = None if args.fraction is not None else (
@@ -235,7 +239,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
                                     fraction=args.fraction, seed=args.seed,
                                     random_per_query=args.random_per_query, pairs=args.pairs,
                                     batch_size=args.batch_size, with_title=not args.no_title,
-                                    name=name)
+                                    name=name, cache_dir=cache_dir)
     if not is_main():  # under torchrun rank 0 alone prints and writes
         return 0
     _show_and_save(geometry_table(geometry), geometry.to_dict(), output,
@@ -250,6 +254,7 @@ def cmd_probe(args: argparse.Namespace) -> int:
 
     output, plot = _analysis_files(args)
     models = _named_models(args.model)
+    cache_dir = search_options(args).cache_dir
     dataset = _analysis_data(args, [])
     folder = Path(args.data)
     config = config_name(args.config)
@@ -258,7 +263,7 @@ def cmd_probe(args: argparse.Namespace) -> int:
     labels = read_labels(folder, args.label or ["domain", "class"])
     result = run_probes(_loaders(args, models), dataset, labels, test_size=args.test_size, seed=args.seed,
                         max_passages=args.max_passages, batch_size=args.batch_size,
-                        with_title=not args.no_title,
+                        with_title=not args.no_title, cache_dir=cache_dir,
                         on_model=lambda name: terminal.console.print(f"[bold]{name}[/bold]"))
     if not is_main():  # under torchrun rank 0 alone prints and writes
         return 0

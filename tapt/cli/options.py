@@ -302,19 +302,18 @@ def api_options(args: argparse.Namespace, names: Iterable[str] = ()):
 
 LOCAL_CACHE_ENV = "TAPT_EMBEDDING_CACHE"
 """Set to 0 to turn the local-model embedding cache off unless ``--cache-dir`` is given (the
-test suite does, so that tests do not share cached passages)."""
+test suite does, so that tests do not share cached passages); read by
+:func:`tapt.retrieval.embedding_cache.local_cache_root`."""
 
 
 def search_options(args: argparse.Namespace):
     """:class:`tapt.retrieval.factory.SearchOptions` from :func:`add_encoding_args`' flags;
     the local-model cache lives in ``CACHE_DIR/local`` and is checked for writability."""
-    from tapt.encoders.api.cache import default_cache_dir
+    from tapt.retrieval.embedding_cache import local_cache_root
     from tapt.retrieval.factory import SearchOptions
 
-    cache_dir = None
-    wanted = args.cache_dir is not None or os.environ.get(LOCAL_CACHE_ENV, "1") != "0"
-    if wanted and not getattr(args, "no_cache", True):
-        cache_dir = (args.cache_dir or default_cache_dir()) / "local"
+    cache_dir = None if getattr(args, "no_cache", True) else local_cache_root(args.cache_dir)
+    if cache_dir is not None:
         check_folder("--cache-dir", cache_dir)
     return SearchOptions(backend=getattr(args, "search_backend", "auto"),
                          storage=getattr(args, "search_storage", "float32"),
@@ -340,6 +339,7 @@ def add_data_args(parser: argparse.ArgumentParser, split_default: str = "test") 
     """``tapt eval`` and ``tapt bm25``: the data, the sub-corpus, the outputs."""
     add_source_args(parser, split=split_default)
     add_subcorpus_args(parser)
+    add_corpus_store_args(parser)
     parser.add_argument("--top-k", type=positive_int, default=100,
                         help="passages retrieved per query (recall@100 needs at least 100)")
     parser.add_argument("--output", type=Path, default=None, help="write metrics as JSON")
@@ -347,6 +347,18 @@ def add_data_args(parser: argparse.ArgumentParser, split_default: str = "test") 
     parser.add_argument("--overwrite", action="store_true",
                         help="replace existing --output/--run files")
     add_quiet_arg(parser)
+
+
+def add_corpus_store_args(parser: argparse.ArgumentParser) -> None:
+    """``--corpus-store memory|arrow|auto`` and ``--corpus-cache DIR``
+    (:mod:`tapt.data.arrow_corpus`)."""
+    parser.add_argument("--corpus-store", choices=("memory", "arrow", "auto"), default="auto",
+                        help="hold the corpus as Python objects (memory) or in a memory-mapped "
+                             "Arrow file (arrow: bounded memory for ~1M passages); auto "
+                             "(default): arrow when corpus.jsonl is 256 MiB or more")
+    parser.add_argument("--corpus-cache", type=Path, default=None, metavar="DIR",
+                        help="where --corpus-store arrow keeps its validated Arrow file "
+                             "(default: $TAPT_CACHE_DIR/corpus or ~/.cache/tapt/corpus)")
 
 
 def add_quiet_arg(parser: argparse.ArgumentParser) -> None:

@@ -116,6 +116,7 @@ def _run_retrieval(args: argparse.Namespace, make_retriever) -> int:
     tune_on = getattr(args, "tune_on", None)  # tapt eval --tune-on: that split too
     dataset = load_data(args.data, args.config, [args.split, *([tune_on] if tune_on else [])],
                         revision=args.revision, relevant_from=args.relevant_from,
+                        corpus_store=args.corpus_store, corpus_cache=args.corpus_cache,
                         **strictness(args.lenient))
     labels = read_labels(args, dataset)  # tapt eval --by: before any encoding
     corpus_ids = subcorpus_ids(dataset, args.split, distractors=args.distractors,
@@ -262,6 +263,7 @@ def cmd_score(args: argparse.Namespace) -> int:
     lexical = is_bm25(args.teacher)
     loader = None if lexical else EncoderLoader(
         args.teacher, model_options(args, progress=progress), api_options(args, [args.teacher]))
+    search = search_options(args)  # a model teacher's passages go through the cache
     try:
         dataset = load_data(args.data, args.config, [args.split], revision=args.revision,
                             relevant_from=args.relevant_from, **strictness(args.lenient))
@@ -273,7 +275,7 @@ def cmd_score(args: argparse.Namespace) -> int:
         pairs = needed_pairs(dataset, args.split, mined)
         retriever = build_retriever(args.teacher if lexical else loader(), top_k=1,
                                     batch_size=args.batch_size, progress=progress,
-                                    k1=args.k1, b=args.b)
+                                    k1=args.k1, b=args.b, search=search)
         # BM25's scores depend on the whole corpus (IDF, lengths); a model's do not.
         scores = score_pairs(retriever, dataset, pairs, with_title=not args.no_title,
                              corpus_ids=list(dataset.corpus) if lexical else None)

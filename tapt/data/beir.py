@@ -21,7 +21,7 @@ import json
 import logging
 import os
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -382,7 +382,8 @@ def strictness(lenient: bool) -> dict[str, bool]:
 
 def load_beir_folder(folder: str | os.PathLike, splits: Iterable[str] = SPLITS, *,
                      require_anchor: bool = True, relevant_from: int | str = "auto",
-                     allow_empty: bool = False, leaks: LeakPolicy = "warn") -> BeirDataset:
+                     allow_empty: bool = False, leaks: LeakPolicy = "warn",
+                     corpus: Mapping[str, Passage] | None = None) -> BeirDataset:
     """Load and validate a local BEIR folder; ``splits`` are the qrels files to read.
 
     FormBench is held to the strict rules. For other BEIR sets, ``allow_empty`` keeps empty
@@ -390,11 +391,14 @@ def load_beir_folder(folder: str | os.PathLike, splits: Iterable[str] = SPLITS, 
     binary metrics skip them); ``relevant_from`` is the relevance rule (``auto`` or a
     grade, see :mod:`tapt.data.relevance`). The query ids of the other ``qrels/*.tsv``
     files are read too: a query also judged there is an error with ``leaks="error"``
-    (training) and a warning with ``leaks="warn"`` (evaluation)."""
+    (training) and a warning with ``leaks="warn"`` (evaluation). ``corpus``: the folder's
+    corpus already read and validated (e.g. a memory-mapped
+    :class:`~tapt.data.arrow_corpus.ArrowCorpus`: :func:`tapt.data.sources.load_data`)."""
     folder = Path(folder)
     if not folder.is_dir():
         raise DataError(folder, "not a folder (expected corpus.jsonl, queries.jsonl, qrels/)")
-    corpus = read_corpus(folder / "corpus.jsonl", allow_empty=allow_empty)
+    if corpus is None:
+        corpus = read_corpus(folder / "corpus.jsonl", allow_empty=allow_empty)
     queries = read_queries(folder / "queries.jsonl")
     files = {split: folder / "qrels" / f"{split}.tsv" for split in splits}
     parsed = {split: parse_qrels(path, corpus, queries) for split, path in files.items()}

@@ -11,6 +11,7 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
+from tapt.data.arrow_corpus import ArrowCorpus, choose_store, open_arrow_corpus
 from tapt.data.beir import (
     SPLITS,
     BeirDataset,
@@ -46,9 +47,13 @@ def config_name(config: str | None) -> str | None:
 def load_data(source: str | os.PathLike, config: str | None = None,
               splits: Iterable[str] = SPLITS, *, revision: str | None = None,
               require_anchor: bool = True, relevant_from: int | str = "auto",
-              allow_empty: bool = False, leaks: LeakPolicy = "warn") -> BeirDataset:
+              allow_empty: bool = False, leaks: LeakPolicy = "warn",
+              corpus_store: str = "memory",
+              corpus_cache: str | os.PathLike | None = None) -> BeirDataset:
     """Load ``source``: a local BEIR folder, a local folder holding configs as subfolders,
-    or a Hub dataset id (with ``config``). See :func:`load_beir_folder` for the options."""
+    or a Hub dataset id (with ``config``). See :func:`load_beir_folder` for the options;
+    ``corpus_store`` (``memory``, ``arrow``, ``auto``) applies to local folders, a Hub
+    corpus is read into memory."""
     config = config_name(config)
     splits = tuple(splits)
     path = Path(source)
@@ -59,7 +64,8 @@ def load_data(source: str | os.PathLike, config: str | None = None,
                                   f"'{config}' here and the folder is not named so")
         return load_beir_folder(folder, splits, require_anchor=require_anchor,
                                 relevant_from=relevant_from, allow_empty=allow_empty,
-                                leaks=leaks)
+                                leaks=leaks, corpus=arrow_store(folder, corpus_store,
+                                                                corpus_cache, allow_empty))
     if path.exists() or not is_hub_id(str(source)) or not config:
         raise DataError(source, "no such folder (expected a BEIR folder with corpus.jsonl, "
                                 "queries.jsonl and qrels/); a Hub dataset needs a config, e.g. "
@@ -67,6 +73,16 @@ def load_data(source: str | os.PathLike, config: str | None = None,
     return load_hub(str(source), config, splits, revision=revision,
                     require_anchor=require_anchor, relevant_from=relevant_from,
                     allow_empty=allow_empty, leaks=leaks)
+
+
+def arrow_store(folder: Path, store: str, cache: str | os.PathLike | None,
+                allow_empty: bool) -> ArrowCorpus | None:
+    """The folder's corpus as an :class:`~tapt.data.arrow_corpus.ArrowCorpus` when
+    ``store`` (``memory``, ``arrow``, ``auto``) says so, else None (read into a dict)."""
+    corpus = folder / "corpus.jsonl"
+    if not folder.is_dir() or choose_store(store, corpus) != "arrow":
+        return None
+    return open_arrow_corpus(corpus, allow_empty=allow_empty, cache_dir=cache)
 
 
 def load_hub(repo_id: str, config: str | None, splits: Iterable[str] = SPLITS, *,

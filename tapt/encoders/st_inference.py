@@ -4,8 +4,10 @@ What ``SentenceTransformer.encode`` does per batch (tokenize, pad, copy, forward
 back and wait) is split here so an accelerator never waits for the host:
 
 1. :func:`tokenize_once` runs the model's own ``preprocess`` (same prompt, truncation and
-   special tokens as ``encode``) over all texts without padding;
-2. batches are cut by a token budget (:func:`~tapt.encoders.token_batches.token_budget_batches`);
+   special tokens as ``encode``) over the texts without padding, a block of up to
+   :data:`BLOCK_TOKENS` tokens at a time (one block for all but large corpora);
+2. batches are cut by a token budget within the block, longest first
+   (:func:`~tapt.encoders.token_batches.token_budget_batches`);
 3. a background thread pads the next batches (numpy, pinned memory on CUDA) while the
    current one runs;
 4. results are copied back asynchronously and collected a few batches later, so there is
@@ -26,7 +28,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from tapt.encoders.base import EncodedBatch, TextKind
-from tapt.encoders.collective import padding_forwards
+from tapt.encoders.collective import is_sharded, padding_forwards
 from tapt.encoders.precision import compute_context
 from tapt.encoders.token_batches import TokenizedTexts, pad_rows, token_budget_batches
 
@@ -41,6 +43,16 @@ PREFETCH = 3
 
 LAG = 2
 """Batches in flight on the device before the oldest result is collected."""
+
+TOKENIZE_CHARS = 2**22
+"""Characters per tokenizer call in :func:`tokenized_blocks` (~1M tokens): the ids of a
+call come back as Python lists (~180 bytes a token), so 4,096 FormBench passages in one
+call would take ~1 GB for a moment."""
+
+BLOCK_TOKENS = 2**26
+"""Token ids :func:`encode_texts` holds at once (~67M tokens, 256 MB of int32; about
+50k FormBench passages): texts are tokenized and encoded block by block, so a
+1M-passage corpus (~1.3 billion tokens) never holds all its ids."""
 
 
 def supports_token_batching(model) -> bool:
@@ -119,10 +131,37 @@ def _prefetched(make, items: list) -> Iterator:
             yield result
 
 
+def tokenized_blocks(model, texts: Sequence[str], *, prompt: str | None, task: TextKind,
+                     block_tokens: int) -> Iterator[tuple[int, TokenizedTexts]]:
+    """``(first position, token ids)`` of consecutive blocks of ``texts``: whole
+    tokenizer calls of about :data:`TOKENIZE_CHARS` characters (at most
+    :data:`TOKENIZE_CHUNK` texts), cut once a block reaches ``block_tokens`` tokens (so a
+    block may exceed it by one call)."""
+    parts: list[TokenizedTexts] = []
+    start = tokens = position = 0
+    step = min(TOKENIZE_CHUNK, 256)
+    while position < len(texts):
+        chunk = texts[position:position + step]
+        parts.append(part := tokenize_once(model, chunk, prompt=prompt, task=task))
+        position += len(chunk)
+        chars = max(sum(map(len, chunk)), 1)
+        step = max(1, min(TOKENIZE_CHUNK, TOKENIZE_CHARS * len(chunk) // chars))
+        tokens += part.total_tokens
+        if tokens >= block_tokens:
+            block = TokenizedTexts.concatenate(parts)
+            parts, tokens = [], 0
+            yield start, block
+            start += len(block)
+    if parts:
+        yield start, TokenizedTexts.concatenate(parts)
+
+
 def encode_texts(model, texts: Sequence[str], *, kind: TextKind, max_tokens: int,
                  max_rows: int | None = None, dtype: str | None = None,
-                 progress: bool = False) -> Iterator[EncodedBatch]:
-    """Stream the embeddings of ``texts`` (see the module docstring).
+                 progress: bool = False, block_tokens: int | None = None
+                 ) -> Iterator[EncodedBatch]:
+    """Stream the embeddings of ``texts`` (see the module docstring); positions index
+    ``texts``. The embeddings do not depend on the blocks (only which texts share a batch).
 
     Args:
         model: A SentenceTransformer for which :func:`supports_token_batching` holds.
@@ -130,19 +169,36 @@ def encode_texts(model, texts: Sequence[str], *, kind: TextKind, max_tokens: int
         max_tokens: Padded tokens per batch.
         max_rows: At most this many texts per batch.
         dtype: Compute dtype name; autocast is used when the weights differ (training).
+        block_tokens: Tokens per block (default :data:`BLOCK_TOKENS`). A sharded (FSDP)
+            model takes one block: its ranks must agree on every forward count.
     """
     prompt = stored_prompt(model, kind)
-    tokenized = tokenize_once(model, texts, prompt=prompt, task=kind, progress=progress)
-    yield from encode_tokenized(model, tokenized, kind=kind, max_tokens=max_tokens,
-                                max_rows=max_rows, dtype=dtype, progress=progress)
+    block_tokens = block_tokens or BLOCK_TOKENS
+    if len(texts) <= TOKENIZE_CHUNK or is_sharded(model):  # one block: as it always was
+        tokenized = tokenize_once(model, texts, prompt=prompt, task=kind, progress=progress)
+        yield from encode_tokenized(model, tokenized, kind=kind, max_tokens=max_tokens,
+                                    max_rows=max_rows, dtype=dtype, progress=progress)
+        return
+    bar = tqdm(total=len(texts), desc=f"tokenize+encode {kind}s", unit="text",
+               disable=None if progress else True)  # one bar over every block
+    try:
+        for start, tokenized in tokenized_blocks(model, texts, prompt=prompt, task=kind,
+                                                 block_tokens=block_tokens):
+            for batch in encode_tokenized(model, tokenized, kind=kind, max_tokens=max_tokens,
+                                          max_rows=max_rows, dtype=dtype, bar=bar):
+                batch.positions = batch.positions + start
+                yield batch
+    finally:
+        bar.close()
 
 
 def encode_tokenized(model, tokenized: TokenizedTexts, *, kind: TextKind, max_tokens: int,
                      max_rows: int | None = None, dtype: str | None = None,
-                     progress: bool = False) -> Iterator[EncodedBatch]:
+                     progress: bool = False, bar=None) -> Iterator[EncodedBatch]:
     """:func:`encode_texts` of texts already tokenized (prompt and special tokens in the
     ids, as :func:`tokenize_once` gives them); ``positions`` index ``tokenized``'s rows.
-    The long-passage windows (:mod:`tapt.encoders.long_passages`) come this way."""
+    The long-passage windows (:mod:`tapt.encoders.long_passages`) come this way. ``bar``:
+    a caller's progress bar, advanced by texts (else one of its own, by tokens)."""
     import torch
 
     batches = token_budget_batches(tokenized.lengths, max_tokens, max_rows)
@@ -151,15 +207,17 @@ def encode_tokenized(model, tokenized: TokenizedTexts, *, kind: TextKind, max_to
     on_cuda = device.type == "cuda"
     was_training = model.training
     model.eval()
-    bar = tqdm(total=tokenized.total_tokens, desc=f"encode {kind}s", unit="tok",
-               unit_scale=True, disable=None if progress else True)  # None: off unless a tty
+    own_bar = bar is None
+    if own_bar:
+        bar = tqdm(total=tokenized.total_tokens, desc=f"encode {kind}s", unit="tok",
+                   unit_scale=True, disable=None if progress else True)  # None: tty only
     in_flight: collections.deque = collections.deque()
 
     def collect() -> EncodedBatch:
         positions, host, event, tokens = in_flight.popleft()
         if event is not None:
             event.synchronize()
-        bar.update(tokens)
+        bar.update(tokens if own_bar else len(positions))
         return EncodedBatch(positions=positions, embeddings=host.numpy(), tokens=tokens)
 
     try:
@@ -189,5 +247,6 @@ def encode_tokenized(model, tokenized: TokenizedTexts, *, kind: TextKind, max_to
         while in_flight:
             yield collect()
     finally:
-        bar.close()
+        if own_bar:
+            bar.close()
         model.train(was_training)

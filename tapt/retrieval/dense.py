@@ -1,7 +1,9 @@
 """Dense retrieval: encode queries and a corpus, fill an exact FAISS index, search.
 
 This is the one place that encodes a corpus for evaluation (``tapt eval``, the in-loop
-dev evaluator and the test evaluation all come here). The encoder streams batches in
+dev evaluator and the test evaluation all come here); :func:`passage_stream` is the one
+corpus-encode path, with the embedding cache, of retrieval, ``tapt eval --dims`` and the
+analyses (ablate, analyze, probe). The encoder streams batches in
 whatever order is fastest (:meth:`~tapt.encoders.base.Encoder.encode_stream`); each batch
 goes straight into the index, so memory holds the index plus the batches in flight.
 Queries are encoded first, so a broken model (NaN weights) fails in seconds, not after a
@@ -19,6 +21,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from tapt.bounds import POSITIVE_INT
+from tapt.data.arrow_corpus import subset_texts
 from tapt.encoders.base import EncodedBatch, Encoder, TextKind
 from tapt.finite import NonFiniteEmbeddingsError, nonfinite_rows
 from tapt.retrieval.embedding_cache import EmbeddingCache
@@ -50,6 +53,8 @@ class EncodingTally:
     tokens: int | None = 0
     nonfinite: int = 0
     nonfinite_positions: list[int] = field(default_factory=list)
+    from_cache: int = 0
+    """Texts read from the embedding cache instead of encoded (:func:`passage_stream`)."""
 
 
 def stream_embeddings(encoder: Encoder, texts: Sequence[str], kind: TextKind,
@@ -95,6 +100,47 @@ def stream_embeddings(encoder: Encoder, texts: Sequence[str], kind: TextKind,
                                else np.zeros((0, dim), dtype=np.float32))
         if gathered is not None:
             yield EncodedBatch(positions=gathered[0], embeddings=gathered[1])
+
+
+def open_cache(encoder: Encoder, cache_dir: str | None,
+               storage: str = "float32") -> EmbeddingCache | None:
+    """The embedding cache of ``encoder``'s passages under ``cache_dir``, or None: no
+    ``cache_dir``, an encoder whose ``cache_key`` is None (API encoders keep their own
+    cache; ``chunk-max`` has several rows per passage), or several processes."""
+    if cache_dir is None or world()[1] > 1:
+        return None
+    key = encoder.cache_key("document")
+    return None if key is None else EmbeddingCache(cache_dir, key, storage_dtype=storage)
+
+
+def passage_stream(encoder: Encoder, texts: Sequence[str], batch_size: int,
+                   tally: EncodingTally, cache: EmbeddingCache | None = None
+                   ) -> Iterator[EncodedBatch]:
+    """Passage embeddings of ``texts``: the one path of every corpus encode (retrieval,
+    ``--dims``, the analyses). With a ``cache``, the hits come first as one batch and only
+    the misses go through :func:`stream_embeddings`, their rows written back as they come
+    (:class:`CacheWriter`); positions always index ``texts``. ``tally`` (complete once the
+    generator is exhausted) counts the encoded texts' tokens and non-finite rows, with
+    ``from_cache`` the hits."""
+    misses, to_encode = None, texts
+    if cache is not None:
+        cached, found = cache.get(texts)
+        misses = np.flatnonzero(~found)
+        to_encode = subset_texts(texts, misses)  # lazy for an Arrow corpus: no text copy
+        if found.any():
+            hits = np.flatnonzero(found)
+            yield EncodedBatch(positions=hits, embeddings=cached[hits], tokens=0)
+    writer = CacheWriter(cache, texts)
+    for batch in stream_embeddings(encoder, to_encode, "document", batch_size, tally):
+        if misses is not None:
+            batch.positions = misses[batch.positions]
+        writer.add(batch.positions, batch.embeddings)
+        yield batch
+    writer.flush()
+    if misses is not None:  # the tally counted positions into the misses
+        tally.nonfinite_positions = misses[np.asarray(tally.nonfinite_positions,
+                                                      dtype=np.int64)].tolist()
+    tally.texts, tally.from_cache = len(texts), len(texts) - len(to_encode)
 
 
 def check_finite(tally: EncodingTally, model: str, kind: str, ids: Sequence[str]) -> None:
@@ -206,26 +252,11 @@ class DenseRetriever:
         start = time.perf_counter()
         bar = tqdm(total=len(corpus_texts), desc="encode corpus", unit="passage",
                    disable=None if self.progress and main else True)  # None: off unless a tty
-        cache = self._open_cache()
-        to_encode, misses = corpus_texts, None
-        if cache is not None:
-            cached, found = cache.get(corpus_texts)
-            if found.any():
-                hits = np.flatnonzero(found)
-                index.add(cached[hits])
-                order.append(hits)
-                bar.update(len(hits))
-            misses = np.flatnonzero(~found)
-            to_encode = [corpus_texts[i] for i in misses]
-        writer = CacheWriter(cache, corpus_texts)
-        for batch in stream_embeddings(encoder, to_encode, "document", self.batch_size,
-                                       passages):
-            positions = batch.positions if misses is None else misses[batch.positions]
+        for batch in passage_stream(encoder, corpus_texts, self.batch_size, passages,
+                                    self.open_cache()):
             index.add(batch.embeddings)
-            order.append(positions)
-            writer.add(positions, batch.embeddings)
+            order.append(batch.positions)
             bar.update(len(batch.positions))
-        writer.flush()
         bar.close()
         corpus_seconds = time.perf_counter() - start
         check_finite(passages, encoder.name, "passages", corpus_ids)
@@ -241,7 +272,7 @@ class DenseRetriever:
             add_pair_scores(run, index, row_ids, query_ids, query_embeddings, also_score)
         timings = throughput(len(corpus_texts), passages.tokens, corpus_seconds,
                              len(query_texts), query_seconds, search_seconds)
-        timings["corpus_from_cache"] = float(len(corpus_texts) - len(to_encode))
+        timings["corpus_from_cache"] = float(passages.from_cache)
         timings["faiss_gpu"] = float(index.on_gpu and index.backend == "faiss")
         timings["search_gpu"] = float(index.on_gpu)
         return Retrieval(run=run, timings=timings, search_backend=index.backend)
@@ -255,15 +286,9 @@ class DenseRetriever:
             encoder = getattr(encoder, "inner", None)
         return encoder.result_info() if encoder is not None else {}
 
-    def _open_cache(self):
-        """The embedding cache of this encoder's passages, or None (no ``cache_dir``, an
-        encoder without a cache key, or several processes)."""
-        if self.cache_dir is None or world()[1] > 1:
-            return None
-        key = self.encoder.cache_key("document")
-        if key is None:
-            return None
-        return EmbeddingCache(self.cache_dir, key, storage_dtype=self.cache_storage)
+    def open_cache(self) -> EmbeddingCache | None:
+        """The embedding cache of this encoder's passages (:func:`open_cache`), or None."""
+        return open_cache(self.encoder, self.cache_dir, self.cache_storage)
 
 
 class CacheWriter:

@@ -4,7 +4,8 @@ One corpus encode of FormBench is ~1.3B tokens; every evaluation, ablation fract
 and mining pass of the same model would repeat it. The cache keeps embeddings as
 memory-mapped ``.npy`` shards under ``ROOT/<model key>/``: the model key is a digest of
 everything that changes an embedding except the text (weights, tokenizer, prompt, pooling,
-maximum length, dtype, normalisation: ``Encoder.cache_key``, built by
+maximum length, dtype, normalisation, ``truncate_dim`` and, under ``chunk-mean``, the
+long-passage mode, chunk tokens and stride: ``Encoder.cache_key``, built by
 :func:`tapt.encoders.model_digest.model_key`), and each row is found by a 128-bit BLAKE2b
 digest of the exact text encoded. So C0 and C1 share the passages they have
 in common, and a changed passage misses alone.
@@ -47,6 +48,19 @@ KEY_FILE = "key.json"
 STORAGE_DTYPES = ("float16", "float32")
 ORPHAN_AGE_S = 3600.0
 """A shard file without a manifest older than this is a dead write and is deleted."""
+ENABLE_ENV = "TAPT_EMBEDDING_CACHE"
+"""Set to 0 to turn the default cache off (an explicit folder still counts)."""
+
+
+def local_cache_root(cache_dir: str | os.PathLike | None = None) -> Path | None:
+    """The local-model cache folder: ``CACHE_DIR/local``, with ``cache_dir`` None the default
+    embeddings folder (``$TAPT_CACHE_DIR/embeddings``, else ``~/.cache/tapt/embeddings``);
+    None when no folder is given and ``TAPT_EMBEDDING_CACHE=0``."""
+    from tapt.encoders.api.cache import default_cache_dir
+
+    if cache_dir is None and os.environ.get(ENABLE_ENV, "1") == "0":
+        return None
+    return Path(cache_dir if cache_dir is not None else default_cache_dir()) / "local"
 
 
 def text_digests(texts: Sequence[str]) -> np.ndarray:

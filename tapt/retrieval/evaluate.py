@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from tapt.data.arrow_corpus import corpus_texts as passage_texts
 from tapt.data.beir import BeirDataset, DataError, check_relevance
 from tapt.files import atomic_write_json, atomic_write_text
 from tapt.ids import id_problem
@@ -92,7 +93,7 @@ def evaluate(retriever: Retriever, dataset: BeirDataset, split: str, *,
     """
     check_split(dataset, split)
     corpus_ids = list(dataset.corpus) if corpus_ids is None else list(corpus_ids)
-    corpus_texts = [dataset.corpus[doc_id].as_text(with_title) for doc_id in corpus_ids]
+    corpus_texts = passage_texts(dataset.corpus, corpus_ids, with_title)  # lazy for Arrow
     query_ids, query_texts = split_queries(dataset, split)
     retrieval = retriever.retrieve(corpus_ids, corpus_texts, query_ids, query_texts)
     if retrieval.run is None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from tapt.data.arrow_corpus import corpus_texts
 from tapt.data.beir import BeirDataset
 from tapt.retrieval.evaluate import EvalReport, check_split, score_retrieval, split_queries
 from tapt.retrieval.hybrid import HybridRetriever
@@ -48,8 +49,9 @@ def pick(scores: Sequence[tuple[float, float]], default: float) -> float:
     return default if default in tied else tied[0]
 
 
-def _texts(dataset: BeirDataset, corpus_ids: Sequence[str], with_title: bool) -> list[str]:
-    return [dataset.corpus[doc_id].as_text(with_title) for doc_id in corpus_ids]
+def _texts(dataset: BeirDataset, corpus_ids: Sequence[str],
+           with_title: bool) -> Sequence[str]:
+    return corpus_texts(dataset.corpus, corpus_ids, with_title)  # lazy for an Arrow corpus
 
 
 def tune_and_evaluate(hybrid: HybridRetriever, dataset: BeirDataset, split: str,

@@ -6,9 +6,10 @@ encoder normalises, as :class:`~tapt.encoders.base.TruncatedEncoder` + the index
 searches and scores, exactly as ``tapt eval --truncate-dim N`` would.
 
 Limits: the full-width corpus stays in memory for the whole run (``passages x dim x 4``
-bytes of float32, e.g. 4 GB for 1M passages at 1024 dims), plus one index at a time; the
-embedding cache is not read or written. Under DDP every rank encodes its share and rank 0
-scores.
+bytes of float32, e.g. 4 GB for 1M passages at 1024 dims), plus one index at a time. The
+corpus goes through the embedding cache as ``tapt eval`` does
+(:func:`tapt.retrieval.dense.passage_stream`: full-width rows, so every width and a plain
+``tapt eval`` share them). Under DDP every rank encodes its share and rank 0 scores.
 
 Example::
 
@@ -23,12 +24,14 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from tapt.data.arrow_corpus import corpus_texts as passage_texts
 from tapt.data.beir import BeirDataset
 from tapt.retrieval.dense import (
     DenseRetriever,
     EncodingTally,
     Retrieval,
     check_finite,
+    passage_stream,
     rank,
     stream_embeddings,
     throughput,
@@ -64,7 +67,7 @@ def encode_full(retriever: DenseRetriever, corpus_ids: Sequence[str],
     start = time.perf_counter()
     passages = EncodingTally()
     rows, positions = [], []
-    for part in stream_embeddings(encoder, corpus_texts, "document", batch, passages):
+    for part in passage_stream(encoder, corpus_texts, batch, passages, retriever.open_cache()):
         rows.append(part.embeddings)
         positions.append(part.positions)
     corpus_seconds = time.perf_counter() - start
@@ -73,6 +76,7 @@ def encode_full(retriever: DenseRetriever, corpus_ids: Sequence[str],
         return None
     timings = throughput(len(corpus_texts), passages.tokens, corpus_seconds,
                          len(query_texts), query_seconds, 0.0)
+    timings["corpus_from_cache"] = float(passages.from_cache)
     corpus_rows = np.concatenate(rows) if rows else np.zeros((0, encoder.embedding_dim),
                                                              dtype=np.float32)
     order = np.concatenate(positions) if positions else np.zeros(0, dtype=np.int64)
@@ -90,7 +94,7 @@ def evaluate_widths(retriever: DenseRetriever, dataset: BeirDataset, split: str,
     widths = check_widths(widths, encoder.embedding_dim)
     check_split(dataset, split)
     corpus_ids = list(dataset.corpus) if corpus_ids is None else list(corpus_ids)
-    corpus_texts = [dataset.corpus[doc_id].as_text(with_title) for doc_id in corpus_ids]
+    corpus_texts = passage_texts(dataset.corpus, corpus_ids, with_title)  # lazy for Arrow
     query_ids, query_texts = split_queries(dataset, split)
     encoded = encode_full(retriever, corpus_ids, corpus_texts, query_ids, query_texts)
     if encoded is None:

@@ -1,0 +1,247 @@
+"""A BEIR corpus held in a memory-mapped Arrow file instead of Python objects.
+
+A ~1M-passage FormBench corpus is ~6 GB of text; as a ``dict[str, Passage]`` it takes
+over twice that in Python objects, and ``tapt eval`` used to copy every text once more.
+:func:`open_arrow_corpus` instead streams ``corpus.jsonl`` once through the same
+validation as :func:`tapt.data.beir.parse_corpus` (ids by :mod:`tapt.ids`, required
+fields, duplicate ids: a :class:`~tapt.data.beir.DataError` naming file, line and field),
+writing record batches to an Arrow IPC file, then memory-maps it. What stays in Python is
+the id -> row map (~150 bytes a passage); the texts are file-backed pages the kernel
+can drop. :class:`ArrowCorpus` is a read-only ``Mapping[str, Passage]`` (a passage is
+built on demand), so code written for the dict works unchanged; :func:`corpus_texts`
+gives the lazy ``Sequence[str]`` the encoders read in chunks.
+
+The Arrow file is cached under ``cache_dir`` (default ``$TAPT_CACHE_DIR/corpus`` or
+``~/.cache/tapt/corpus``), keyed by the file's path, size and mtime and the validation
+options, and reused while the file is unchanged (it was validated when written); a new
+version of the file replaces the old one's Arrow file (a 1M-passage corpus takes ~6 GB).
+pyarrow is used directly (``datasets`` would add its own cache and fingerprints for
+nothing here); it is imported when an Arrow corpus is opened.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+
+from tapt.data.beir import DataError, Passage, iter_jsonl, string_field
+
+CorpusStore = Literal["memory", "arrow", "auto"]
+CORPUS_STORES = ("memory", "arrow", "auto")
+AUTO_ARROW_BYTES = 256 * 2**20
+"""``auto``: a ``corpus.jsonl`` of at least this many bytes (~40k FormBench passages)
+is read into Arrow, a smaller one into a dict."""
+BATCH_ROWS = 4096
+"""Passages per Arrow record batch written."""
+FORMAT = 1
+"""Bumped when the cached file's layout changes."""
+
+
+def default_corpus_cache() -> Path:
+    """``$TAPT_CACHE_DIR/corpus``, else ``$XDG_CACHE_HOME/tapt/corpus`` or ``~/.cache``."""
+    if os.environ.get("TAPT_CACHE_DIR"):
+        return Path(os.environ["TAPT_CACHE_DIR"]) / "corpus"
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "tapt" / "corpus"
+
+
+def choose_store(store: str, path: str | os.PathLike) -> Literal["memory", "arrow"]:
+    """``memory`` or ``arrow`` for ``store`` (``auto``: by the size of ``path``)."""
+    if store not in CORPUS_STORES:
+        raise ValueError(f"corpus_store must be one of {', '.join(CORPUS_STORES)}, "
+                         f"got {store!r}")
+    if store != "auto":
+        return store
+    try:
+        size = Path(path).stat().st_size
+    except OSError:
+        return "memory"  # the dict reader reports the problem
+    return "arrow" if size >= AUTO_ARROW_BYTES else "memory"
+
+
+class PassageTexts(Sequence[str]):
+    """Read-only view of passage texts (``Passage.as_text``) of some rows of an Arrow
+    table; a slice or an iteration decodes a chunk at a time, never the whole column."""
+
+    def __init__(self, table, rows: np.ndarray | None, with_title: bool) -> None:
+        self.table = table
+        self.rows = rows
+        self.with_title = with_title
+
+    def __len__(self) -> int:
+        return self.table.num_rows if self.rows is None else len(self.rows)
+
+    def _decode(self, part) -> list[str]:
+        texts = part.column("text").to_pylist()
+        if not self.with_title:
+            return texts
+        titles = part.column("title").to_pylist()
+        return [f"{title} {text}" if title else text for title, text in zip(titles, texts)]
+
+    def __getitem__(self, item):
+        if isinstance(item, slice):
+            start, stop, step = item.indices(len(self))
+            if step == 1 and self.rows is None:
+                return self._decode(self.table.slice(start, max(stop - start, 0)))
+            rows = (np.arange(start, stop, step) if self.rows is None
+                    else self.rows[start:stop:step])
+            return self._decode(self.table.take(rows))
+        index = int(item)
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError(f"passage {item} out of range ({len(self)} passages)")
+        row = index if self.rows is None else int(self.rows[index])
+        return self._decode(self.table.slice(row, 1))[0]
+
+    def __iter__(self) -> Iterator[str]:
+        for start in range(0, len(self), BATCH_ROWS):
+            yield from self[start:start + BATCH_ROWS]
+
+
+class ArrowCorpus(Mapping[str, Passage]):
+    """``corpus id -> Passage`` over a memory-mapped Arrow table (ids in file order).
+
+    ``path``: the Arrow file; ``source``: the corpus file it was read from (messages)."""
+
+    def __init__(self, table, ids: dict[str, int], path: Path, source: str) -> None:
+        self.table = table
+        self.rows = ids
+        self.path = path
+        self.source = source
+
+    def __getitem__(self, doc_id: str) -> Passage:
+        row = self.rows[doc_id]
+        part = self.table.slice(row, 1)
+        return Passage(text=part.column("text")[0].as_py(),
+                       title=part.column("title")[0].as_py())
+
+    def __contains__(self, doc_id) -> bool:
+        return doc_id in self.rows
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.rows)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    @property
+    def text_bytes(self) -> int:
+        """Bytes of the mapped titles and texts (what the page cache may hold)."""
+        return int(self.table.nbytes)
+
+    def texts(self, ids: Sequence[str] | None = None, with_title: bool = True) -> PassageTexts:
+        """The texts of ``ids`` (default: every passage, in file order) as a lazy view."""
+        if ids is None:
+            return PassageTexts(self.table, None, with_title)
+        rows = np.fromiter((self.rows[doc_id] for doc_id in ids), dtype=np.int64,
+                           count=len(ids))
+        whole = len(rows) == self.table.num_rows and bool(
+            (rows == np.arange(len(rows))).all())
+        return PassageTexts(self.table, None if whole else rows, with_title)
+
+
+def corpus_texts(corpus: Mapping[str, Passage], ids: Sequence[str],
+                 with_title: bool = True) -> Sequence[str]:
+    """The texts of ``ids``: a lazy view for an :class:`ArrowCorpus`, else a list."""
+    if isinstance(corpus, ArrowCorpus):
+        return corpus.texts(ids, with_title)
+    return [corpus[doc_id].as_text(with_title) for doc_id in ids]
+
+
+def subset_texts(texts: Sequence[str], positions: np.ndarray) -> Sequence[str]:
+    """``texts[i] for i in positions``: ``texts`` itself when that is all of them in
+    order, a lazy view of a :class:`PassageTexts`, else a list."""
+    positions = np.asarray(positions, dtype=np.int64)
+    if len(positions) == len(texts) and bool((positions == np.arange(len(texts))).all()):
+        return texts
+    if isinstance(texts, PassageTexts):
+        rows = positions if texts.rows is None else texts.rows[positions]
+        return PassageTexts(texts.table, rows, texts.with_title)
+    return [texts[i] for i in positions]
+
+
+def open_arrow_corpus(path: str | os.PathLike, *, allow_empty: bool = False,
+                      cache_dir: str | os.PathLike | None = None) -> ArrowCorpus:
+    """The validated corpus of ``corpus.jsonl`` at ``path`` as an :class:`ArrowCorpus`,
+    from the cache when the file is unchanged, else written there by one streamed pass."""
+    path = Path(path)
+    if not path.is_file():
+        from tapt.data.beir import read_corpus
+
+        read_corpus(path)  # the dict reader's message for a missing or odd file
+    stat = path.stat()
+    key = json.dumps([FORMAT, stat.st_size, stat.st_mtime_ns, bool(allow_empty)])
+    folder = Path(cache_dir) if cache_dir is not None else default_corpus_cache()
+    prefix = _digest(str(path.resolve()))
+    target = folder / f"{prefix}-{_digest(key)}.arrow"
+    if not target.is_file():
+        write_arrow_corpus(iter_jsonl(path), path, target, allow_empty=allow_empty)
+        for stale in folder.glob(f"{prefix}-*.arrow"):  # earlier versions of this file
+            if stale != target:
+                stale.unlink(missing_ok=True)  # a process mapping it keeps its pages
+    return map_arrow_corpus(target, str(path))
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def write_arrow_corpus(records: Iterable[tuple[int, dict]], source: str | os.PathLike,
+                       target: Path, *, allow_empty: bool = False) -> None:
+    """Validate ``(line, record)`` pairs as :func:`~tapt.data.beir.parse_corpus` does and
+    write them to the Arrow IPC file ``target`` (atomically: a partial file never stays)."""
+    import pyarrow as pa
+
+    schema = pa.schema([("_id", pa.string()), ("title", pa.string()), ("text", pa.string())])
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_name(f"{target.name}.{os.getpid()}.partial")
+    seen: dict[str, int] = {}
+    columns: tuple[list, list, list] = ([], [], [])
+    try:
+        with pa.OSFile(str(partial), "wb") as sink, pa.ipc.new_file(sink, schema) as writer:
+            for line, record in records:
+                doc_id = string_field(source, line, record, "_id")
+                text = string_field(source, line, record, "text", allow_empty=allow_empty)
+                title = string_field(source, line, record, "title", required=False,
+                                     allow_empty=True)
+                if doc_id in seen:
+                    raise DataError(source, f"duplicate id '{doc_id}' (first on line "
+                                            f"{seen[doc_id]})", line, "_id")
+                seen[doc_id] = line
+                for column, value in zip(columns, (doc_id, title, text)):
+                    column.append(value)
+                if len(columns[0]) >= BATCH_ROWS:
+                    writer.write_batch(pa.record_batch(list(columns), schema=schema))
+                    columns = ([], [], [])
+            if columns[0]:
+                writer.write_batch(pa.record_batch(list(columns), schema=schema))
+        if not seen:
+            raise DataError(source, "no passages")
+        os.replace(partial, target)
+    finally:
+        partial.unlink(missing_ok=True)
+
+
+def map_arrow_corpus(target: Path, source: str) -> ArrowCorpus:
+    """Memory-map a file :func:`write_arrow_corpus` wrote (zero-copy: the texts stay in
+    the page cache) and index its ids."""
+    import pyarrow as pa
+
+    table = pa.ipc.open_file(pa.memory_map(str(target), "r")).read_all()
+    rows: dict[str, int] = {}
+    for chunk in table.column("_id").chunks:
+        for doc_id in chunk.to_pylist():
+            rows[doc_id] = len(rows)
+    return ArrowCorpus(table, rows, target, source)
+
+
+__all__ = ["AUTO_ARROW_BYTES", "CORPUS_STORES", "ArrowCorpus", "CorpusStore",
+           "PassageTexts", "choose_store", "corpus_texts", "default_corpus_cache",
+           "open_arrow_corpus", "subset_texts", "write_arrow_corpus"]

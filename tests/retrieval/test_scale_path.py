@@ -1,0 +1,170 @@
+"""The bounded-memory path of a large evaluation: the Arrow corpus and blockwise encoding.
+
+The 1M-passage figures come from ``benchmarks/bench_scale.py``; these tests check, on tiny
+data, that the path gives what the dict path and one-block encoding give."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+from tapt.data.arrow_corpus import ArrowCorpus, choose_store, corpus_texts, open_arrow_corpus
+from tapt.data.beir import DataError, load_beir_folder
+from tapt.data.sources import load_data
+from tapt.retrieval.metrics import METRIC_KEYS
+
+
+def _corpus_lines(folder) -> list[str]:
+    return (folder / "corpus.jsonl").read_text(encoding="utf-8").splitlines()
+
+
+@pytest.mark.parametrize("with_title", [True, False])
+def test_arrow_corpus_gives_the_dict_paths_ids_texts_and_passages(tiny_beir_path, tmp_path,
+                                                                  with_title):
+    memory = load_beir_folder(tiny_beir_path)
+    arrow = load_data(tiny_beir_path, corpus_store="arrow", corpus_cache=tmp_path)
+    assert isinstance(arrow.corpus, ArrowCorpus)
+    assert list(arrow.corpus) == list(memory.corpus)
+    assert dict(arrow.corpus.items()) == memory.corpus
+    assert arrow.qrels == memory.qrels and arrow.queries == memory.queries
+    ids = list(memory.corpus)
+    expected = [memory.corpus[doc_id].as_text(with_title) for doc_id in ids]
+    view = corpus_texts(arrow.corpus, ids, with_title)
+    assert list(view) == expected == corpus_texts(memory.corpus, ids, with_title)
+    assert view[3] == expected[3] and view[-1] == expected[-1] and view[2:7] == expected[2:7]
+    some = ids[::-3]  # a sub-corpus in another order
+    assert list(corpus_texts(arrow.corpus, some, with_title)) == [
+        memory.corpus[doc_id].as_text(with_title) for doc_id in some]
+    with pytest.raises(IndexError):
+        view[len(ids)]
+    assert "nope" not in arrow.corpus and ids[0] in arrow.corpus
+
+
+def test_arrow_file_is_reused_until_the_corpus_changes(tiny_beir_path, tmp_path):
+    data = tmp_path / "data"
+    shutil.copytree(tiny_beir_path, data)
+    first = open_arrow_corpus(data / "corpus.jsonl", cache_dir=tmp_path / "cache")
+    assert open_arrow_corpus(data / "corpus.jsonl", cache_dir=tmp_path / "cache").path == \
+        first.path
+    lines = _corpus_lines(data)
+    (data / "corpus.jsonl").write_text("\n".join(lines[:-1]) + "\n", encoding="utf-8")
+    changed = open_arrow_corpus(data / "corpus.jsonl", cache_dir=tmp_path / "cache")
+    assert changed.path != first.path and len(changed) == len(first) - 1
+    assert not first.path.exists()  # the stale version is removed
+
+
+@pytest.mark.parametrize("bad, field, message", [
+    ('{"_id": "x1", "title": "t"}', "text", "missing"),
+    ('{"_id": "has space", "text": "t"}', "_id", "a space"),
+    ('{"_id": "x1", "text": 5}', "text", "expected a string"),
+])
+def test_arrow_path_refuses_a_bad_line_naming_file_line_and_field(tiny_beir_path, tmp_path,
+                                                                  bad, field, message):
+    data = tmp_path / "data"
+    shutil.copytree(tiny_beir_path, data)
+    lines = _corpus_lines(data)
+    lines.insert(4, bad)
+    (data / "corpus.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    with pytest.raises(DataError) as caught:
+        load_data(data, corpus_store="arrow", corpus_cache=tmp_path / "cache")
+    err = caught.value
+    assert (err.path, err.line, err.field) == (str(data / "corpus.jsonl"), 5, field)
+    assert message in str(err)
+    assert not list((tmp_path / "cache").glob("*"))  # no partial Arrow file left behind
+
+
+def test_arrow_path_refuses_a_duplicate_id(tiny_beir_path, tmp_path):
+    data = tmp_path / "data"
+    shutil.copytree(tiny_beir_path, data)
+    lines = _corpus_lines(data)
+    (data / "corpus.jsonl").write_text("\n".join([*lines, lines[1]]) + "\n", encoding="utf-8")
+    with pytest.raises(DataError, match=r"duplicate id .* \(first on line 2\)") as caught:
+        open_arrow_corpus(data / "corpus.jsonl", cache_dir=tmp_path / "cache")
+    assert (caught.value.line, caught.value.field) == (len(lines) + 1, "_id")
+
+
+def test_auto_store_chooses_by_file_size(tiny_beir_path, monkeypatch):
+    from tapt.data import arrow_corpus
+
+    corpus = tiny_beir_path / "corpus.jsonl"
+    assert choose_store("auto", corpus) == "memory"
+    monkeypatch.setattr(arrow_corpus, "AUTO_ARROW_BYTES", corpus.stat().st_size)
+    assert choose_store("auto", corpus) == "arrow"
+    with pytest.raises(ValueError, match="corpus_store"):
+        choose_store("disk", corpus)
+
+
+def test_blockwise_encoding_gives_the_embeddings_and_rankings_of_one_block(
+        tiny_bert_path, tiny_beir_path, tmp_path, monkeypatch):
+    from sentence_transformers import SentenceTransformer
+
+    from tapt import DenseRetriever
+    from tapt.encoders import st_inference
+    from tapt.encoders.sentence import SentenceTransformerEncoder as SentenceEncoder
+    from tapt.retrieval.evaluate import evaluate
+
+    model = SentenceTransformer(str(tiny_bert_path), device="cpu")
+    dataset = load_data(tiny_beir_path, corpus_store="arrow", corpus_cache=tmp_path)
+    texts = corpus_texts(dataset.corpus, list(dataset.corpus))
+
+    def embeddings(**kwargs) -> tuple[np.ndarray, list[np.ndarray]]:
+        out = np.full((len(texts), model.get_embedding_dimension()), np.nan, np.float32)
+        batches = []
+        for batch in st_inference.encode_texts(model, texts, kind="document",
+                                               max_tokens=256, **kwargs):
+            out[batch.positions] = batch.embeddings
+            batches.append(batch.positions)
+        return out, batches
+
+    whole, whole_batches = embeddings()
+    report = evaluate(DenseRetriever(SentenceEncoder(model), progress=False), dataset, "test")
+    monkeypatch.setattr(st_inference, "TOKENIZE_CHUNK", 4)  # blocks of one 4-text chunk
+    blocked, blocked_batches = embeddings(block_tokens=1)
+    assert len(blocked_batches) > len(whole_batches)  # the blocks really cut the batches
+    assert sorted(np.concatenate(blocked_batches).tolist()) == list(range(len(texts)))
+    assert all(len(set((positions // 4).tolist())) == 1 for positions in blocked_batches)
+    np.testing.assert_allclose(blocked, whole, rtol=1e-5, atol=1e-6)
+    monkeypatch.setattr(st_inference, "BLOCK_TOKENS", 1)
+    blocked_report = evaluate(DenseRetriever(SentenceEncoder(model), progress=False),
+                              dataset, "test")
+    for query_id, docs in report.run.items():
+        assert list(blocked_report.run[query_id]) == list(docs)
+        np.testing.assert_allclose(list(blocked_report.run[query_id].values()),
+                                   list(docs.values()), rtol=1e-5, atol=1e-6)
+    assert blocked_report.metrics == pytest.approx(report.metrics)
+
+
+def test_cli_eval_arrow_store_gives_the_memory_stores_metrics(tiny_bert_path, tiny_beir_path,
+                                                              tmp_path):
+    from tapt.cli import main
+
+    results = {}
+    for store in ("memory", "arrow"):
+        out = tmp_path / f"{store}.json"
+        assert main(["eval", "--model", str(tiny_bert_path), "--data", str(tiny_beir_path),
+                     "--corpus-store", store, "--corpus-cache", str(tmp_path / "cache"),
+                     "--output", str(out), "--quiet"]) == 0
+        results[store] = json.loads(out.read_text())
+    assert list((tmp_path / "cache").glob("*.arrow"))  # the arrow run really used the store
+    for key in METRIC_KEYS:  # same texts, same batches: the same numbers
+        assert results["arrow"][key] == results["memory"][key]
+    assert results["arrow"]["per_query"] == results["memory"]["per_query"]
+    assert results["arrow"]["evaluated"]["corpus_size"] == \
+        results["memory"]["evaluated"]["corpus_size"]
+
+
+def test_cli_eval_dims_on_the_arrow_store_gives_the_memory_stores_widths(
+        tiny_bert_path, tiny_beir_path, tmp_path):
+    from tapt.cli import main
+
+    results = {}
+    for store in ("memory", "arrow"):
+        out = tmp_path / f"{store}.json"
+        assert main(["eval", "--model", str(tiny_bert_path), "--data", str(tiny_beir_path),
+                     "--dims", "8", "32", "--corpus-store", store, "--corpus-cache",
+                     str(tmp_path / "cache"), "--output", str(out), "--quiet"]) == 0
+        results[store] = json.loads(out.read_text())["dims"]
+    assert results["arrow"] == results["memory"]
