@@ -181,13 +181,18 @@ def grouped_bars(values: Mapping[str, Mapping[str, Mapping[str, float]]],
 
 
 def dev_curve(steps: Sequence[int], values: Mapping[str, Sequence[float]], metric: str,
-              references: Mapping[str, float], best_step: int | None, title: str):
+              references: Mapping[str, float], best_step: int | None, title: str,
+              guard: Sequence[float | None] | None = None):
     """Dev metrics per checkpoint (``metric`` bold), references as horizontal lines
-    labelled by their names, the best checkpoint circled (a line labelled ``best``)."""
+    labelled by their names, the best checkpoint circled (a line labelled ``best``);
+    ``guard``: the guard set's ``metric`` per checkpoint (``eval.guard_data``), dashed."""
     figure, ax = new_figure(6.5, 4.0)
     for key, series in values.items():
         ax.plot(steps, series, marker="o", label=key, linewidth=2.5 if key == metric else 1.0,
                 alpha=1.0 if key == metric else 0.6)
+    if guard is not None:
+        ax.plot(steps, [float("nan") if v is None else v for v in guard], marker="s",
+                linestyle="--", color="black", linewidth=1.5, label=f"guard {metric}")
     styles = iter(("--", ":", "-.", (0, (5, 1))))
     for label, value in references.items():
         if finite_number(value):

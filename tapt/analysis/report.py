@@ -194,8 +194,20 @@ def curve_figure(report: RunReport):
     values = {k: [entry[k] for entry in report.history] for k in METRIC_KEYS}
     references = {f"{label} ({report.metric})": metrics[report.metric]
                   for label, metrics in report.references.items()}
+    guard = guard_key(report)
     return plots.dev_curve(steps, values, report.metric, references, report.best_step,
-                           title=f"{report.name}: dev metrics per checkpoint")
+                           title=f"{report.name}: dev metrics per checkpoint",
+                           guard=[e.get(guard) for e in report.history] if guard else None)
+
+
+def guard_key(report: RunReport) -> str | None:
+    """``guard_<metric>`` when the run evaluated a guard set (``eval.guard_data``)."""
+    key = f"guard_{report.metric}"
+    return key if any(key in entry for entry in report.history) else None
+
+
+def _cell(value) -> str:
+    return f"{value:.4f}" if isinstance(value, float) else "-"
 
 
 def _rows(rows: dict[str, dict[str, float]]) -> list[str]:
@@ -203,6 +215,16 @@ def _rows(rows: dict[str, dict[str, float]]) -> list[str]:
     lines += [f"| {name} | " + " | ".join(f"{m[k]:.4f}" for k in METRIC_KEYS) + " |"
               for name, m in rows.items()]
     return lines
+
+
+def _others_heading(rows: dict[str, dict[str, float]]) -> str:
+    """The heading of the guard-set / averaged-weights rows, naming only what is there."""
+    averaged = "averaged weights (`averaged`: the exported mean of the last checkpoints, " \
+               "`training.average_last`)"
+    guarded = any("guard" in name for name in rows)
+    if guarded and any(name.startswith("averaged") for name in rows):
+        return f"Guard set (`eval.guard_data`) and {averaged}:"
+    return "Guard set (`eval.guard_data`):" if guarded else f"A{averaged[1:]}:"
 
 
 def _link(path: Path, base: Path) -> str:
@@ -229,7 +251,8 @@ def render_markdown(report: RunReport, output_dir: Path, curve: Path | None = No
     lines += ["## Dev curve", ""]
     if curve is not None:
         lines += [f"![dev curve]({_link(curve, output_dir)})", ""]
-    header = ["step", "epoch", *METRIC_KEYS]
+    guard = guard_key(report)
+    header = ["step", "epoch", *METRIC_KEYS] + ([f"guard {report.metric}"] if guard else [])
     lines += ["| " + " | ".join(header) + " |", "|" + "---:|" * len(header)]
     for entry in report.history:
         best = entry["step"] == report.best_step
@@ -237,7 +260,12 @@ def render_markdown(report: RunReport, output_dir: Path, curve: Path | None = No
                  f"{entry.get('epoch', 0):.2f}"]
         cells += [f"**{entry[k]:.4f}**" if best and k == report.metric else f"{entry[k]:.4f}"
                   for k in METRIC_KEYS]
+        cells += [_cell(entry.get(guard))] if guard else []
         lines.append("| " + " | ".join(cells) + " |")
+    if guard:
+        folder = Path(str((recipe.get("eval") or {}).get("guard_data", "?"))).name
+        lines += ["", (f"guard {report.metric}: the guard set (`eval.guard_data` `{folder}`), "
+                       "evaluated at every checkpoint; it does not choose the best one.")]
     lines.append("")
     if report.references:
         lines += ["Reference lines on the same dev sub-corpus:", ""]
@@ -253,6 +281,10 @@ def render_markdown(report: RunReport, output_dir: Path, curve: Path | None = No
                   else "")
         lines += [(f"Step {report.best_step}: dev {report.metric} "
                    f"**{best[report.metric]:.4f}**{change}."), ""]
+    others = {name: m for name, m in report.summary.items()
+              if "guard" in name or name.startswith("averaged")}
+    if others:  # eval.guard_data, training.average_last (the averaged weights are exported)
+        lines += [_others_heading(others), ""] + _rows(others) + [""]
     tests = {name: m for name, m in report.summary.items() if "test" in name}
     lines += ["## Test metrics", ""]
     lines += (_rows(tests) if tests else
@@ -273,10 +305,14 @@ def history_table(report: RunReport):
     table.add_column("step / row")
     for key in METRIC_KEYS:
         table.add_column(key, justify="right")
+    guard = guard_key(report)
+    if guard:
+        table.add_column(f"guard {report.metric}", justify="right")
     for entry in report.history:
         label = f"dev step {entry['step']}" + (" (best)" if entry["step"] == report.best_step
                                                else "")
-        table.add_row(label, *(f"{entry[k]:.4f}" for k in METRIC_KEYS))
+        table.add_row(label, *(f"{entry[k]:.4f}" for k in METRIC_KEYS),
+                      *([_cell(entry.get(guard))] if guard else []))
     for label, metrics in report.references.items():
         table.add_row(f"{label} (dev reference)", *(f"{metrics[k]:.4f}" for k in METRIC_KEYS))
     for label, metrics in report.summary.items():

@@ -18,6 +18,7 @@ from tapt.cli.options import (
     family_help,
     fraction,
     positive_int,
+    relevant_from,
     seed_list,
 )
 from tapt.encoders.precision import DTYPE_NAMES
@@ -104,6 +105,22 @@ def _add_merge_parser(commands) -> None:
     pick.add_argument("--device", default=None,
                       help="torch device such as cuda:1 or cpu (default: a GPU when there is one)")
     add_quiet_arg(pick)
+    guard = merge.add_argument_group(
+        "a guard criterion for --pick-on-dev: the best dev weight whose guard metric is at "
+        "least the second model's (w = 0, evaluated too) minus --guard-tolerance")
+    guard.add_argument("--guard-data", default=None, metavar="DATA",
+                       help="a second (out-of-domain) local BEIR folder, e.g. Cranfield, "
+                            "evaluated on its whole corpus at every weight")
+    # None defaults (GUARD_DEFAULTS fills them): a guard flag without --guard-data is refused
+    guard.add_argument("--guard-split", default=None, help="its split (default test)")
+    guard.add_argument("--guard-tolerance", type=fraction, default=None, metavar="T",
+                       help="guard metric a pick may lose against the second model "
+                            "(default 0.01)")
+    guard.add_argument("--guard-lenient", action="store_true",
+                       help="read the guard data leniently (empty passages: Cranfield)")
+    guard.add_argument("--guard-relevant-from", type=relevant_from, default=None,
+                       metavar="auto|N",
+                       help="lowest relevant grade of the guard data (default auto)")
 
 
 
@@ -162,6 +179,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
 
     if args.grid is not None and args.pick_on_dev is None:
         raise MergeError("--grid needs --pick-on-dev")
+    _check_guard_flags(args)
     grid = (args.grid or list(DEFAULT_GRID)) if args.pick_on_dev else None
     check_request(len(args.models), args.weights, grid)
     check_merge_output(args.output, args.models, overwrite=args.overwrite)
@@ -179,7 +197,8 @@ def cmd_merge(args: argparse.Namespace) -> int:
                                                    fraction=args.fraction, seed=args.seed),
                           with_title=not args.no_title, batch_size=args.batch_size,
                           max_tokens_per_batch=args.max_tokens_per_batch, dtype=args.dtype,
-                          device=args.device, progress=terminal.show_progress(args))
+                          device=args.device, progress=terminal.show_progress(args),
+                          guard=_guard_set(args))
     result = merge(args.models, args.output, weights=args.weights, dev=dev, family=args.family,
                    trust_remote_code=args.trust_remote_code, overwrite=args.overwrite,
                    export_dtype=args.export_dtype)
@@ -190,16 +209,56 @@ def cmd_merge(args: argparse.Namespace) -> int:
         table.add_column("weight", justify="right")
         for key in METRIC_KEYS:
             table.add_column(key, justify="right")
+        guarded = args.guard_data is not None
+        if guarded:
+            table.add_column(f"guard {selection.metric}", justify="right")
         table.add_column("")
         for point in selection.points:
+            guard_cell = [f"{point.guard[selection.metric]:.4f}"] if guarded else []
             table.add_row(f"{point.weight:g}", *(f"{point.metrics[k]:.4f}" for k in METRIC_KEYS),
-                          "picked" if point.weight == selection.picked else "")
+                          *guard_cell, "picked" if point.weight == selection.picked else "")
         terminal.console.print(table)
     shown = ", ".join(f"{weight:g}" for weight in result.weights)
     terminal.console.print(f"merged model (weights {shown}) written to {result.output}",
                            highlight=False, soft_wrap=True)
     return 0
 
+
+
+GUARD_DEFAULTS = {"guard_split": "test", "guard_tolerance": 0.01, "guard_relevant_from": "auto"}
+"""``tapt merge``'s guard flags' defaults, filled in once ``--guard-data`` is known given."""
+
+
+def _check_guard_flags(args: argparse.Namespace) -> None:
+    """``--guard-data`` needs ``--pick-on-dev`` and the other guard flags need
+    ``--guard-data`` (they would do nothing); fills their defaults (:data:`GUARD_DEFAULTS`)."""
+    from tapt.training.merge import MergeError
+
+    if args.guard_data is None:
+        given = [key for key in GUARD_DEFAULTS if getattr(args, key) is not None]
+        given += ["guard_lenient"] if args.guard_lenient else []
+        if given:
+            raise MergeError(f"--{given[0].replace('_', '-')} needs --guard-data (the guard "
+                             "flags describe the guard set)")
+    elif args.pick_on_dev is None:
+        raise MergeError("--guard-data needs --pick-on-dev")
+    for key, value in GUARD_DEFAULTS.items():
+        if getattr(args, key) is None:
+            setattr(args, key, value)
+
+
+def _guard_set(args: argparse.Namespace):
+    """``--guard-data``'s :class:`~tapt.training.merge.GuardSet` (None without it)."""
+    if args.guard_data is None:
+        return None
+    from tapt.data.beir import strictness
+    from tapt.data.sources import load_data
+    from tapt.training.merge import GuardSet
+
+    dataset = load_data(args.guard_data, None, [args.guard_split],
+                        relevant_from=args.guard_relevant_from,
+                        **strictness(args.guard_lenient))
+    return GuardSet(dataset, split=args.guard_split, tolerance=args.guard_tolerance)
 
 
 def cmd_recipe(args: argparse.Namespace) -> int:

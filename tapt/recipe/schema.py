@@ -17,6 +17,7 @@ from tapt.families import registered_families
 from tapt.ids import hub_id_problem
 from tapt.recipe.base import RecipeError, Section, Seed, local_path
 from tapt.recipe.loss import LossSettings
+from tapt.recipe.selection import GuardSettings, check_average_last, check_tapt_only
 
 
 class LoraSettings(Section):
@@ -237,6 +238,9 @@ class TrainingSettings(Section):
     ``skip`` the update and go on (counted in the logs and results)."""
     max_nonfinite_steps: int = Field(10, ge=0)
     """With ``skip``: the run stops once more steps than this were skipped."""
+    average_last: int | None = Field(None, ge=2)
+    """Export the element-wise mean of the last N saved checkpoints instead of the best one
+    (None: off); needs save_total_limit >= N + 1. TAPT only."""
 
     @field_validator("max_steps")
     @classmethod
@@ -246,7 +250,7 @@ class TrainingSettings(Section):
         return steps
 
 
-class EvalSettings(Section):
+class EvalSettings(GuardSettings):
     metric: Literal["binary_ndcg@10", "graded_ndcg@10", "mrr@10", "recall@100"] = \
         "binary_ndcg@10"
     """Dev metric that chooses the best checkpoint."""
@@ -356,6 +360,7 @@ def check_recipe(recipe: Recipe) -> None:
                           f"(got {', '.join(splits)}): the best checkpoint and the test "
                           "metrics would be measured on training queries")
     recipe.loss.check_columns(recipe.data)
+    check_average_last(recipe)
 
 
 class DaptDataSettings(Section):
@@ -466,6 +471,7 @@ class DaptRecipe(Section):
 
     @model_validator(mode="after")
     def _check_objective(self) -> DaptRecipe:
+        check_tapt_only(self)
         if self.objective.name == "simcse" and self.chunking.mode == "pack":
             raise ValueError("chunking.mode: pack mixes passages, which SimCSE cannot use "
                              "(a packed block is not one passage); use chunk")

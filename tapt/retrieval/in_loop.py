@@ -28,7 +28,7 @@ from tapt.files import append_json_line
 from tapt.finite import NonFiniteEmbeddingsError
 from tapt.retrieval.dense import DenseRetriever
 from tapt.retrieval.evaluate import evaluate
-from tapt.retrieval.factory import build_retriever
+from tapt.retrieval.factory import SearchOptions, build_retriever
 from tapt.retrieval.metrics import METRIC_KEYS
 from tapt.retrieval.sharding import broadcast
 
@@ -37,14 +37,18 @@ logger = logging.getLogger(__name__)
 
 def model_retriever(model, *, name: str, batch_size: int, top_k: int,
                     truncate_dim: int | None = None, progress: bool = True,
-                    dtype: str | None = None, max_tokens_per_batch: int | None = None
-                    ) -> DenseRetriever:
+                    dtype: str | None = None, max_tokens_per_batch: int | None = None,
+                    cache_dir: str | None = None) -> DenseRetriever:
     """Exact retrieval with an in-memory SentenceTransformer (trained or training), encoding
-    in ``dtype`` (``auto``: bf16 on a CUDA GPU) without changing its weights."""
+    in ``dtype`` (``auto``: bf16 on a CUDA GPU) without changing its weights; ``cache_dir``:
+    its passages go through the embedding cache there (keyed by a digest of its weights:
+    ~2 s per 0.6B parameters, so never for the in-loop dev evaluation, whose weights change
+    at every call)."""
     options = ModelOptions(dtype=dtype, max_tokens_per_batch=max_tokens_per_batch,
                            batch_size=batch_size, truncate_dim=truncate_dim)
     return build_retriever(wrap_model(model, options, name=name), batch_size=batch_size,
-                           top_k=top_k, progress=progress)
+                           top_k=top_k, progress=progress,
+                           search=SearchOptions(cache_dir=cache_dir))
 
 
 class RetrievalEvaluator(BaseEvaluator):
@@ -63,6 +67,10 @@ class RetrievalEvaluator(BaseEvaluator):
             the model's maximum length).
         on_nonfinite: ``raise`` a :class:`NonFiniteEmbeddingsError`, or ``record`` it
             (metrics file and :attr:`refusals`) and return NaN metrics.
+        guard: Another evaluator (the recipe's ``eval.guard_data``) run after this one at
+            every call, on every rank: its metrics are returned and recorded with a
+            ``guard_`` prefix (``guard_binary_ndcg@10``; the trainer logs
+            ``eval_guard_binary_ndcg@10``); they never choose the best checkpoint.
 
     Attributes:
         history: The records of every evaluation this object ran (step, epoch, metrics).
@@ -80,7 +88,8 @@ class RetrievalEvaluator(BaseEvaluator):
                  top_k: int = 100, with_title: bool = True, metrics_file: str | None = None,
                  truncate_dim: int | None = None, dtype: str | None = "auto",
                  max_tokens_per_batch: int | None = None,
-                 on_nonfinite: Literal["raise", "record"] = "raise") -> None:
+                 on_nonfinite: Literal["raise", "record"] = "raise",
+                 guard: RetrievalEvaluator | None = None) -> None:
         super().__init__()
         if metric not in METRIC_KEYS:
             raise ValueError(f"metric must be one of {METRIC_KEYS}, got {metric!r}")
@@ -99,12 +108,14 @@ class RetrievalEvaluator(BaseEvaluator):
         self.max_tokens_per_batch = check_optional(POSITIVE_INT, max_tokens_per_batch,
                                                    "max_tokens_per_batch")
         self.on_nonfinite = on_nonfinite
+        self.guard = guard
         self.history: list[dict] = []
         self.refusals: list[dict] = []
 
-    def __call__(self, model, output_path: str | None = None, epoch: float = -1,
-                 steps: int = -1) -> dict[str, float]:
-        start = time.perf_counter()
+    def measure(self, model) -> tuple[dict, str]:
+        """``(outcome, compute dtype)``: this split evaluated once (call on every rank),
+        ``outcome`` ``{"metrics": ..., "error": None}`` or the non-finite refusal, the same
+        on every rank. Nothing is logged or recorded."""
         retriever = model_retriever(model, name=self.name, batch_size=self.batch_size,
                                     top_k=self.top_k, truncate_dim=self.truncate_dim,
                                     progress=False, dtype=self.dtype,
@@ -118,10 +129,14 @@ class RetrievalEvaluator(BaseEvaluator):
                 raise
             outcome = {"metrics": None, "error": str(err), "nonfinite": err.count,
                        "nonfinite_kind": err.kind}
-        outcome = broadcast(outcome)
+        return broadcast(outcome), retriever.encoder.compute_dtype
+
+    def __call__(self, model, output_path: str | None = None, epoch: float = -1,
+                 steps: int = -1) -> dict[str, float]:
+        start = time.perf_counter()
+        outcome, dtype = self.measure(model)
         seconds = time.perf_counter() - start
-        record = {"step": steps, "epoch": epoch, "seconds": seconds,
-                  "dtype": retriever.encoder.compute_dtype}
+        record = {"step": steps, "epoch": epoch, "seconds": seconds, "dtype": dtype}
         if outcome["error"]:
             logger.error("%s step %s: evaluation refused: %s", self.name, steps,
                          outcome["error"])
@@ -136,12 +151,35 @@ class RetrievalEvaluator(BaseEvaluator):
                         ", ".join(f"{k} {v:.4f}" for k, v in values.items()), seconds)
             record.update(values)
         metrics = self.prefix_name_to_metrics(dict(values), self.name)
+        if not outcome["error"]:  # dev only: the guard set is not this evaluator's metric
+            self.store_metrics_in_model_card_data(model, metrics, epoch, steps)
+        if self.guard is not None:  # not prefix_name_to_metrics: it renames primary_metric
+            guard_values = self.guard_metrics(model, steps, record)
+            metrics.update({f"{self.guard.name}_{key}": float(value)
+                            for key, value in guard_values.items()})
         self.history.append(record)
         if self.metrics_file:
             append_json_line(self.metrics_file, record)
-        if not outcome["error"]:
-            self.store_metrics_in_model_card_data(model, metrics, epoch, steps)
         return metrics
+
+    def guard_metrics(self, model, steps: int, record: dict) -> dict[str, float]:
+        """Evaluate :attr:`guard`; its metrics go into ``record`` as ``guard_<metric>``
+        and its time as ``guard_seconds`` (None, with ``guard_error``, when refused for
+        non-finite embeddings: NaN returned)."""
+        start = time.perf_counter()
+        outcome, _ = self.guard.measure(model)
+        record["guard_seconds"] = time.perf_counter() - start
+        if outcome["error"]:
+            logger.error("%s step %s: evaluation refused: %s", self.guard.name, steps,
+                         outcome["error"])
+            record.update({f"guard_{key}": None for key in METRIC_KEYS},
+                          guard_error=outcome["error"])
+            return {key: float("nan") for key in METRIC_KEYS}
+        values = outcome["metrics"]
+        logger.info("%s step %s: %s", self.guard.name, steps,
+                    ", ".join(f"{k} {v:.4f}" for k, v in values.items()))
+        record.update({f"guard_{key}": value for key, value in values.items()})
+        return dict(values)
 
     @property
     def description(self) -> str:

@@ -20,6 +20,7 @@ Example::
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -152,6 +153,9 @@ def train_in(start: RunStart, recipe: Recipe, *, run_test: bool = False,
     # 2. Load and check the data, then the model, loss and evaluator (seeded first: LoRA
     # and heads initialise randomly); whatever fails here leaves the run folder as it was.
     dataset = load_recipe_data(recipe, with_test=run_test)
+    from tapt.training.guard_data import guard_evaluator
+
+    guard_set = guard_evaluator(recipe)  # eval.guard_data: checked before the model loads
     mined = None
     if recipe.data.mined_negatives:
         from tapt.data.mined import read_mined
@@ -189,7 +193,8 @@ def train_in(start: RunStart, recipe: Recipe, *, run_test: bool = False,
         batch_size=recipe.eval.batch_size, top_k=recipe.eval.top_k,
         with_title=recipe.data.with_title, dtype=recipe.eval.dtype,
         max_tokens_per_batch=recipe.eval.max_tokens_per_batch, on_nonfinite="record",
-        metrics_file=str(start.run.metrics_file) if is_main_process() else None)
+        metrics_file=str(start.run.metrics_file) if is_main_process() else None,
+        guard=guard_set)
     guard = NonFiniteGuard(recipe.training.on_nonfinite, recipe.training.max_nonfinite_steps,
                            evaluator=evaluator)
 
@@ -203,6 +208,10 @@ def train_in(start: RunStart, recipe: Recipe, *, run_test: bool = False,
     trainer.data_collator = QueryIdsCollator(trainer.data_collator,
                                              query_ids_by_text(dataset, recipe.data.train_split))
 
+    if recipe.training.average_last:  # before the zero-shot test (maybe 1M passages)
+        from tapt.training.average import check_saves
+
+        check_saves(trainer, recipe.training.average_last)
     zero_shot_test = None
     if run_test and recipe.eval.zero_shot and resume_from is None:
         zero_shot_test = test_metrics(model, dataset, recipe)
@@ -212,6 +221,15 @@ def train_in(start: RunStart, recipe: Recipe, *, run_test: bool = False,
     best_step = checkpoint_step(trainer.state.best_model_checkpoint)
     history = read_history(run)
     check_exportable(model, evaluator, best_step)
+    averaged, averaged_rows = None, {}
+    if recipe.training.average_last:  # replaces the best checkpoint: tapt.training.average
+        from tapt.training.average import average_last
+
+        averaged = average_last(trainer, run, recipe.training.average_last)
+        what = ("the averaged weights (training.average_last: steps "
+                + ", ".join(map(str, averaged["steps"])) + ")")
+        check_exportable(model, None, None, weights=what)
+        averaged_rows = averaged_metrics(model, evaluator, what)
     result = TrainResult(run_dir=run.root, final_dir=None, history=history, best_step=best_step)
 
     # 5. Export first (a failing test evaluation must not cost the model), then test.
@@ -226,21 +244,24 @@ def train_in(start: RunStart, recipe: Recipe, *, run_test: bool = False,
         staging = export_staging(model, run, recipe)
         save_model(model, staging, recipe)
         write_preset_record(staging, model, model_spec(recipe), stage="tapt",
-                            loss=recipe.loss.name)
+                            loss=recipe.loss.name,
+                            **({"averaged": averaged} if averaged else {}))
     # test.json: the test metrics as `tapt eval --output` writes them, for `tapt compare`
     trained_report = report_on_test(model, dataset, recipe, name=str(run.final)) \
         if run_test else None
     trained_test = trained_report.metrics if trained_report is not None else None
     if not is_main_process():
         return result
-    summary = summarize(history, best_step)
+    summary = {**summarize(history, best_step), **averaged_rows}
     if zero_shot_test is not None:
         summary["zero-shot test"] = zero_shot_test
     if trained_test is not None:
         summary["TAPT test"] = trained_test
     result.summary = summary
-    write_card(staging, recipe, history=history, summary=summary, best_step=best_step)
+    write_card(staging, recipe, history=history, summary=summary, best_step=best_step,
+               averaged=averaged)
     write_results(run, {"status": "finished", "summary": summary, "best_step": best_step,
+                        "export": averaged or {"kind": "best", "steps": [best_step]},
                         "eval_dtype": evaluator.history[-1]["dtype"] if evaluator.history
                         else None,
                         "nonfinite_steps": guard.skipped, "nonfinite_events": guard.records(),
@@ -275,31 +296,81 @@ def summarize(history: list[dict], best_step: int | None) -> dict[str, dict[str,
     if best_step is not None and best_step in by_step:
         # a stable key (the step is results.json's best_step; the card shows it)
         summary["best dev"] = {key: by_step[best_step][key] for key in METRIC_KEYS}
+    for row, step in (("zero-shot guard", 0), ("best guard", best_step)):  # eval.guard_data
+        entry = by_step.get(step, {})
+        if all(isinstance(entry.get(f"guard_{key}"), float) for key in METRIC_KEYS):
+            summary[row] = {key: entry[f"guard_{key}"] for key in METRIC_KEYS}
     return summary
 
 
+def averaged_metrics(model, evaluator, what: str) -> dict[str, dict[str, float]]:
+    """The averaged weights' ``averaged dev`` (and ``averaged guard``) summary rows; call on
+    every rank. A refused (non-finite) evaluation refuses the export:
+    :class:`~tapt.training.errors.NonFiniteTrainingError` naming ``what`` (the same on every
+    rank: the outcome is rank 0's)."""
+    from tapt.retrieval.metrics import METRIC_KEYS
+    from tapt.training.errors import NonFiniteTrainingError
+
+    rows = {}
+    for row, measured in (("averaged dev", evaluator), ("averaged guard", evaluator.guard)):
+        if measured is not None:
+            outcome, _ = measured.measure(model)
+            if outcome["error"]:
+                raise NonFiniteTrainingError(
+                    f"{what}: the {measured.name} evaluation was refused ({outcome['error']}); "
+                    "nothing is exported (the checkpoints are kept)", [])
+            rows[row] = {key: float(outcome["metrics"][key]) for key in METRIC_KEYS}
+    return rows
+
+
 def test_metrics(model, dataset: BeirDataset, recipe: Recipe) -> dict[str, float] | None:
-    """Test metrics on the full corpus (:func:`report_on_test`'s); call it on every rank."""
-    report = report_on_test(model, dataset, recipe)
+    """Zero-shot test metrics on the full corpus (:func:`report_on_test`'s, through the
+    embedding cache); call it on every rank."""
+    report = report_on_test(model, dataset, recipe, cached=True)
     return report.metrics if report is not None else None
 
 
-def report_on_test(model, dataset: BeirDataset, recipe: Recipe, *, name: str | None = None):
+def report_on_test(model, dataset: BeirDataset, recipe: Recipe, *, name: str | None = None,
+                   cached: bool = False):
     """The test split's :class:`~tapt.retrieval.evaluate.EvalReport` on the full corpus, as
     ``tapt eval`` reports it, the model named ``name`` (default ``model.name``: the base
     model's); call it on every rank.
 
-    Under DDP every rank encodes a share of the ~1M-passage test corpus and rank 0 scores;
-    rank 0 gets the report, the others None. Non-finite embeddings raise
+    ``cached``: the passages go through the default embedding cache
+    (:func:`~tapt.retrieval.embedding_cache.local_cache_root`; ``TAPT_EMBEDDING_CACHE=0``
+    turns it off). The zero-shot test asks for it: every run of the same base model with the
+    same ``eval`` settings encodes the same ~1M passages with the same weights, so all but
+    the first hit, for the ~2 s of hashing the weights. The trained model's test does not:
+    its weights are new, so nothing can hit, and what it would write serves only a later
+    ``tapt eval`` whose key is the same, i.e. float32 weights computing in float32 (on a GPU
+    ``tapt eval`` loads the export in bf16 and training evaluates float32 weights under bf16
+    autocast, a LoRA run's weights are merged on export: other keys), while it costs a
+    float32 copy of the test corpus's embeddings (4 GB at 1M x 1024) per run.
+
+    Under DDP every rank encodes a share of the ~1M-passage test corpus and rank 0 scores
+    (no cache); rank 0 gets the report, the others None. Non-finite embeddings raise
     :class:`~tapt.retrieval.finite.NonFiniteEmbeddingsError` on every rank.
     """
+    from tapt.retrieval.embedding_cache import local_cache_root
     from tapt.retrieval.evaluate import evaluate
     from tapt.retrieval.in_loop import model_retriever
 
+    root = local_cache_root() if cached else None
+    if root is not None:  # hand-written: tapt.files has no such check, and training must
+        # not import tapt.cli (check_folder there raises naming a flag; this warns and goes on)
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+            if not os.access(root, os.W_OK | os.X_OK):
+                raise PermissionError("not writable")
+        except OSError as err:  # a cache that cannot be written must not stop the run
+            logger.warning("embedding cache %s cannot be written (%s); the zero-shot test "
+                           "encodes without it", root, err)
+            root = None
     retriever = model_retriever(model, name=name or recipe.model.name,
                                 batch_size=recipe.eval.batch_size, top_k=recipe.eval.top_k,
                                 dtype=recipe.eval.dtype,
-                                max_tokens_per_batch=recipe.eval.max_tokens_per_batch)
+                                max_tokens_per_batch=recipe.eval.max_tokens_per_batch,
+                                cache_dir=None if root is None else str(root))
     return evaluate(retriever, dataset, recipe.data.test_split,
                     with_title=recipe.data.with_title,
                     info={"distractors": None, "fraction": None, "seed": None,

@@ -141,11 +141,13 @@ def hub_dataset_id(recipe: Recipe) -> str | None:
 
 def eval_results(recipe: Recipe, summary: dict[str, dict[str, float]]) -> list:
     """``model-index`` entries for what tapt measured on this model: the best checkpoint's
-    dev metrics and the test metrics (zero-shot rows describe the base model, not this one)."""
+    dev metrics (the average's, ``averaged dev``, when the export is the mean of the last
+    checkpoints) and the test metrics (zero-shot rows describe the base model, not this one)."""
     from huggingface_hub import EvalResult
 
+    exported = "averaged dev" if "averaged dev" in summary else "best dev"
     splits = [(recipe.data.dev_split, metrics) for name, metrics in summary.items()
-              if name.startswith("best dev")]
+              if name.startswith(exported)]
     if "TAPT test" in summary:
         splits.append((recipe.data.test_split, summary["TAPT test"]))
     dataset = dataset_id(recipe)
@@ -205,6 +207,10 @@ def plot_dev_curve(history: list[dict], metric: str, path: Path) -> Path | None:
     for key in METRIC_KEYS:
         ax.plot(steps, [entry[key] for entry in history], marker="o", label=key,
                 linewidth=2.5 if key == metric else 1.2)
+    guard = [entry.get(f"guard_{metric}") for entry in history]
+    if any(value is not None for value in guard):  # eval.guard_data, dashed
+        ax.plot(steps, [float("nan") if v is None else v for v in guard], marker="s",
+                linestyle="--", color="black", label=f"guard {metric}")
     ax.set_xlabel("training step")
     ax.set_ylabel("dev score")
     ax.set_title("Dev retrieval metrics during TAPT (step 0 = zero-shot)")
@@ -223,7 +229,8 @@ def _metrics_rows(rows: dict[str, dict[str, float]]) -> str:
 
 
 def tapt_card_section(recipe: Recipe, history: list[dict], summary: dict[str, dict[str, float]],
-                      best_step: int | None, curve: Path | None) -> str:
+                      best_step: int | None, curve: Path | None,
+                      averaged: dict | None = None) -> str:
     """tapt's section of the model card (it comes first, ends with
     :data:`CARD_SECTION_END`)."""
     training = recipe.training
@@ -234,8 +241,8 @@ def tapt_card_section(recipe: Recipe, history: list[dict], summary: dict[str, di
              f"`{data_label(recipe)}` ({recipe.data.train_split} split: query, anchor, "
              "hard negative), best checkpoint chosen on "
              f"{recipe.data.dev_split} `{recipe.eval.metric}`"
-             + (f" (step {best_step})." if best_step is not None else "."), "",
-             "| hyperparameter | value |", "|---|---|"]
+             + (f" (step {best_step})." if best_step is not None else "."), ""]
+    lines += averaged_card_lines(averaged) + ["| hyperparameter | value |", "|---|---|"]
     for key, value in [("base model", model_label(recipe.model.name)),
                        ("loss", recipe.loss.name),
                        ("scale", recipe.loss.scale), length,
@@ -256,14 +263,33 @@ def tapt_card_section(recipe: Recipe, history: list[dict], summary: dict[str, di
         lines += ["### Dev curve", ""]
         if curve is not None:
             lines += [f"![dev curve]({curve.name})", ""]
-        lines += ["| step | " + " | ".join(METRIC_KEYS) + " |",
-                  "|---:|" + "---:|" * len(METRIC_KEYS)]
+        keys = list(METRIC_KEYS)
+        guard_key = f"guard_{recipe.eval.metric}"
+        if any(guard_key in e for e in history):  # eval.guard_data
+            keys.append(guard_key)
+        lines += ["| step | " + " | ".join(k.replace("_", " ", 1) if k == guard_key else k
+                                           for k in keys) + " |",
+                  "|---:|" + "---:|" * len(keys)]
         lines += [f"| {e['step']} | " + " | ".join(
-                      "refused (non-finite)" if e.get("error") else f"{e[k]:.4f}"
-                      for k in METRIC_KEYS) + " |" for e in history]
+                      "refused (non-finite)" if e.get("error") or e.get(k) is None
+                      else f"{e[k]:.4f}" for k in keys) + " |" for e in history]
         lines.append("")
     lines += [how_to_load(recipe.hub.repo_id), CARD_SECTION_END, ""]
     return "\n".join(lines)
+
+
+def averaged_card_lines(averaged: dict | None) -> list[str]:
+    """The model card's sentence on a ``training.average_last`` export (the record of
+    :func:`tapt.training.average.average_last`; none without averaging)."""
+    if averaged is None:
+        return []
+    steps = ", ".join(str(step) for step in averaged["steps"])
+    weight = averaged["weights"][0]
+    text = (f"**Exported weights**: the element-wise mean of the last {len(averaged['steps'])} "
+            f"checkpoints (steps {steps}; weight {weight:.6g} each, float64 accumulation), "
+            "`training.average_last`; not the best dev checkpoint, whose metrics are shown "
+            "beside the average's (`averaged dev`).")
+    return [text, ""]
 
 
 def save_model(model, folder: Path, recipe: Recipe) -> Path:
@@ -303,15 +329,17 @@ def cast_saved_weights(folder: Path, dtype: str) -> None:
 
 
 def write_card(folder: Path, recipe: Recipe, *, history: list[dict],
-               summary: dict[str, dict[str, float]], best_step: int | None) -> None:
+               summary: dict[str, dict[str, float]], best_step: int | None,
+               averaged: dict | None = None) -> None:
     """Put tapt's section first in the model card (replacing an earlier one), under the
     card's title, and set its front matter (:func:`card_with_front_matter`); write the dev
-    curve and ``tapt_results.json``."""
+    curve and ``tapt_results.json``. ``averaged``: the record of ``training.average_last``
+    (:func:`tapt.training.average.average_last`), named in the card."""
     curve = plot_dev_curve(history, recipe.eval.metric, folder / "dev_curve.png")
     card = folder / "README.md"
     text = card.read_text(encoding="utf-8") if card.exists() else "---\nlicense: apache-2.0\n---\n"
     text = card_with_front_matter(without_tapt_section(text), recipe, summary)
-    section = tapt_card_section(recipe, history, summary, best_step, curve)
+    section = tapt_card_section(recipe, history, summary, best_step, curve, averaged)
     atomic_write_text(card, with_section_first(text, section))
     atomic_write_json(folder / "tapt_results.json", summary)
 

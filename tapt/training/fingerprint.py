@@ -128,6 +128,9 @@ def input_fingerprint(recipe) -> dict[str, dict]:
         if data.mined_negatives and Path(data.mined_negatives).is_file():
             groups["data.mined_negatives"] = {
                 data.mined_negatives: file_entry(Path(data.mined_negatives))}
+        if recipe.eval.guard_data:
+            groups["eval.guard_data"] = beir_files(recipe.eval.guard_data, None,
+                                                   [recipe.eval.guard_split], None)
     return {group: entries for group, entries in groups.items() if entries}
 
 

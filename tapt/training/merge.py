@@ -14,7 +14,9 @@ length come from the first model.
 Merging a fine-tuned model with its base guards against forgetting (LM-Cocktail, Xiao et
 al. 2023: the target task went 76.0 -> 74.8 while the other tasks went 48.5 -> 50.0).
 With two models, :func:`pick_on_dev` evaluates a grid of weights on a dev split through
-``tapt eval``'s path and keeps the best one.
+``tapt eval``'s path and keeps the best one; given a guard set (``--guard-data``, an
+out-of-domain BEIR folder), it keeps the best dev weight among those whose guard metric is
+at least the second model's (w = 0, the base) minus a tolerance (:func:`best_weight`).
 
 Limits: every source is held in memory at once (n x the float32 model), plus one merged
 copy; only models whose module list, state-dict keys, shapes, dtypes and tokenizer
@@ -173,11 +175,11 @@ def weighted_sum(tensors: Sequence, weights: Sequence[float]):
 
 
 def merge_state_dicts(states: Sequence[dict], weights: Sequence[float],
-                      names: Sequence[str]) -> dict:
+                      names: Sequence[str], *, finite: bool = True) -> dict:
     """The merged state dict: floating tensors by :func:`weighted_sum`, integer and boolean
-    tensors copied (refused unless equal in all sources); a non-finite merged tensor is
-    refused naming its key. ``states`` share keys, shapes and dtypes
-    (:func:`check_same_architecture`)."""
+    tensors copied (refused unless equal in all sources); ``finite``: a non-finite merged
+    tensor is refused naming its key (False: the caller checks the merged model). ``states``
+    share keys, shapes and dtypes (:func:`check_same_architecture`)."""
     import torch
 
     merged = {}
@@ -192,7 +194,7 @@ def merge_state_dicts(states: Sequence[dict], weights: Sequence[float],
             merged[key] = tensor.clone()
             continue
         value = weighted_sum(tensors, weights)
-        if not bool(torch.isfinite(value).all()):
+        if finite and not bool(torch.isfinite(value).all()):
             broken = [name for name, t in zip(names, tensors) if not bool(torch.isfinite(t).all())]
             raise MergeError(f"key '{key}': the merged tensor is not finite (NaN/inf in "
                              f"{', '.join(broken) or 'the weighted sum'})")
@@ -208,11 +210,25 @@ def merge_into(target, states: Sequence[dict], weights: Sequence[float],
 
 # --- picking the weight on dev --------------------------------------------------------------
 
-def best_weight(points: Sequence[GridPoint], metric: str) -> float:
-    """The weight with the highest ``metric``; ties (within :data:`TIE_TOLERANCE`) go to the
-    larger weight on the first model (put the fine-tuned model first)."""
-    best = max(point.metrics[metric] for point in points)
-    return max(point.weight for point in points
+def best_weight(points: Sequence[GridPoint], metric: str,
+                guard_tolerance: float | None = None) -> float:
+    """The weight with the highest dev ``metric``; ties (within :data:`TIE_TOLERANCE`) go to
+    the larger weight on the first model (put the fine-tuned model first).
+
+    With ``guard_tolerance`` (the points carry guard metrics), only weights whose guard
+    ``metric`` is at least the w = 0 point's (the second model alone) minus the tolerance
+    are eligible: "the best dev subject to guard >= base guard - tolerance". w = 0 always
+    is, so some weight is picked."""
+    eligible = list(points)
+    if guard_tolerance is not None:
+        base = next((p for p in points if p.weight == 0.0), None)
+        if base is None or any(p.guard is None for p in points):
+            raise MergeError("a guard criterion needs guard metrics at every weight, w = 0 "
+                             "(the second model) included")
+        floor = base.guard[metric] - guard_tolerance - TIE_TOLERANCE
+        eligible = [p for p in points if p.guard[metric] >= floor]
+    best = max(point.metrics[metric] for point in eligible)
+    return max(point.weight for point in eligible
                if point.metrics[metric] >= best - TIE_TOLERANCE)
 
 
@@ -220,6 +236,18 @@ def data_label(source: str) -> str:
     """A dataset as a card and ``merge.json`` name it: a local folder by its name (no path
     of this machine), anything else (a Hub id) as is."""
     return Path(source).name if source and Path(source).exists() else source
+
+
+@dataclass
+class GuardSet:
+    """The guard criterion of :func:`pick_on_dev`: a second (out-of-domain) dataset and split
+    evaluated at every weight, and how much of the second model's guard metric a pick may
+    lose."""
+
+    dataset: BeirDataset
+    split: str = "test"
+    corpus_ids: Sequence[str] | None = None
+    tolerance: float = 0.01
 
 
 @dataclass
@@ -240,6 +268,7 @@ class DevSettings:
     device: str | None = None
     progress: bool = False
     info: dict = field(default_factory=dict)
+    guard: GuardSet | None = None
 
 
 def pick_on_dev(models: Sequence, names: Sequence[str], settings: DevSettings, *,
@@ -258,6 +287,9 @@ def pick_on_dev(models: Sequence, names: Sequence[str], settings: DevSettings, *
         raise MergeError(f"metric must be one of {', '.join(METRIC_KEYS)}, got "
                          f"{settings.metric!r}")
     grid = check_grid(settings.grid)
+    guard = settings.guard
+    if guard is not None and 0.0 not in grid:
+        grid.append(0.0)  # the guard's reference: the second model alone
     options = ModelOptions(dtype=settings.dtype, progress=settings.progress,
                            max_tokens_per_batch=settings.max_tokens_per_batch,
                            batch_size=settings.batch_size)
@@ -275,6 +307,10 @@ def pick_on_dev(models: Sequence, names: Sequence[str], settings: DevSettings, *
                           corpus_ids=settings.corpus_ids, with_title=settings.with_title)
         point = GridPoint(weight=weight, metrics={key: float(report.metrics[key])
                                                   for key in METRIC_KEYS})
+        if guard is not None:
+            checked = evaluate(retriever, guard.dataset, guard.split,
+                               corpus_ids=guard.corpus_ids, with_title=settings.with_title)
+            point.guard = {key: float(checked.metrics[key]) for key in METRIC_KEYS}
         points.append(point)
         info = {"data": data_label(settings.dataset.source), "split": settings.split,
                 "corpus_size": report.info.get("corpus_size"),
@@ -283,8 +319,12 @@ def pick_on_dev(models: Sequence, names: Sequence[str], settings: DevSettings, *
         if on_point is not None:
             on_point(point)
     del work
+    if guard is not None:
+        info.update(guard_data=data_label(guard.dataset.source), guard_split=guard.split,
+                    guard_tolerance=guard.tolerance)
     return DevSelection(points=points, metric=settings.metric,
-                        picked=best_weight(points, settings.metric),
+                        picked=best_weight(points, settings.metric,
+                                           None if guard is None else guard.tolerance),
                         info={**settings.info, **info})
 
 

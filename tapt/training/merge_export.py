@@ -118,10 +118,18 @@ def merge_card(records: list[dict], selection: DevSelection | None,
                f"({info.get('corpus_size', '?')} passages, {info.get('num_queries', '?')} "
                f"queries); the best `{selection.metric}` was kept (ties: the larger weight "
                "on the first model).")
+        guarded = "guard_data" in info
+        if guarded:
+            how += (f" Only weights whose `{selection.metric}` on the guard set "
+                    f"`{info['guard_data']}` {info.get('guard_split')} was at least the second "
+                    f"model's (w = 0) minus {info.get('guard_tolerance'):g} were eligible.")
+        guard_column = [f"guard {selection.metric}"] if guarded else []
         lines += ["", "### Weights picked on dev", "", how, "",
-                  f"| weight of `{names[0]}` | " + " | ".join(METRIC_KEYS) + " | |",
-                  "|---:|" + "---:|" * len(METRIC_KEYS) + "---|"]
-        lines += [f"| {p.weight:g} | " + " | ".join(f"{p.metrics[k]:.4f}" for k in METRIC_KEYS)
+                  f"| weight of `{names[0]}` | " + " | ".join([*METRIC_KEYS, *guard_column])
+                  + " | |", "|---:|" + "---:|" * (len(METRIC_KEYS) + len(guard_column)) + "---|"]
+        lines += [f"| {p.weight:g} | " + " | ".join(
+                      [f"{p.metrics[k]:.4f}" for k in METRIC_KEYS]
+                      + ([f"{p.guard[selection.metric]:.4f}"] if guarded else []))
                   + (" | picked |" if p.weight == selection.picked else " | |")
                   for p in selection.points]
     lines += ["", HOW_TO_LOAD]

@@ -12,10 +12,12 @@ class MergeError(ValueError):
 
 @dataclass
 class GridPoint:
-    """One evaluated weight of the first model and its dev metrics."""
+    """One evaluated weight of the first model, its dev metrics and (with a guard set,
+    ``--guard-data``) its guard metrics."""
 
     weight: float
     metrics: dict[str, float]
+    guard: dict[str, float] | None = None
 
     @property
     def weights(self) -> list[float]:
@@ -34,4 +36,6 @@ class DevSelection:
 
     def to_dict(self) -> dict:
         return {"metric": self.metric, "picked_weight": self.picked, **self.info,
-                "grid": [{"weights": point.weights, **point.metrics} for point in self.points]}
+                "grid": [{"weights": point.weights, **point.metrics,
+                          **({"guard": point.guard} if point.guard is not None else {})}
+                         for point in self.points]}

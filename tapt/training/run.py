@@ -46,10 +46,11 @@ def export_staging(model, run: RunDir, recipe) -> Path:
     return staging_folder(run.final)
 
 
-def check_exportable(model, evaluator, best_step: int | None) -> None:
+def check_exportable(model, evaluator, best_step: int | None, *,
+                     weights: str = "the trained weights") -> None:
     """Refuse to export weights that are not finite, or a run none of whose checkpoints
     had a finite dev evaluation (the trainer would hand back the last weights);
-    ``evaluator`` may be None (no dev evaluation)."""
+    ``evaluator`` may be None (no dev evaluation); ``weights`` names them in the error."""
     import torch
 
     from tapt.training.nonfinite import NonFiniteTrainingError
@@ -57,7 +58,7 @@ def check_exportable(model, evaluator, best_step: int | None) -> None:
     broken = [name for name, p in model.named_parameters() if not torch.isfinite(p).all()]
     if broken:
         raise NonFiniteTrainingError(
-            f"the trained weights hold NaN/inf ({len(broken)} tensors, e.g. {broken[0]}); "
+            f"{weights} hold NaN/inf ({len(broken)} tensors, e.g. {broken[0]}); "
             "nothing is exported", [])
     if evaluator is None:
         return

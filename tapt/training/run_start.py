@@ -122,7 +122,8 @@ def input_paths(recipe: Recipe | DaptRecipe) -> list[tuple[str, Path]]:
         found += [("data.path", data.path), ("data.dev_data", data.dev_data)]
         found += [("data.files", name) for name in data.files]
     else:
-        found += [("data.path", data.path), ("data.mined_negatives", data.mined_negatives)]
+        found += [("data.path", data.path), ("data.mined_negatives", data.mined_negatives),
+                  ("eval.guard_data", recipe.eval.guard_data)]
     return [(key, Path(name).resolve()) for key, name in found
             if name and Path(name).exists()]  # "" would be the current directory
 

@@ -1,0 +1,46 @@
+"""The guard set of a TAPT run (``eval.guard_data``): a second, out-of-domain BEIR folder
+evaluated by the in-loop evaluator at every checkpoint beside dev, so that forgetting
+shows in the dev curve (``guard_*`` metrics; :mod:`tapt.retrieval.in_loop`).
+
+The guard data is loaded and checked before anything of the run is written; a folder that
+is missing or unreadable is a :class:`~tapt.recipe.RecipeError` naming ``eval.guard_data``.
+"""
+
+from __future__ import annotations
+
+from tapt.recipe import Recipe, RecipeError
+
+GUARD_NAME = "guard"
+"""The guard evaluator's name: its metrics are ``guard_<metric>`` in ``metrics.jsonl`` and
+``eval_guard_<metric>`` in the trainer's logs."""
+
+
+def guard_evaluator(recipe: Recipe):
+    """The recipe's guard evaluator (None without ``eval.guard_data``): the guard split on
+    its sub-corpus (``eval.guard_distractors``, seeded with ``data.dev_seed``), encoded as
+    dev is (batch size, top-k, dtype, titles)."""
+    from tapt.data.beir import DataError, strictness
+    from tapt.data.sources import load_data
+    from tapt.data.subcorpus import subcorpus_ids
+    from tapt.retrieval.in_loop import RetrievalEvaluator
+
+    settings = recipe.eval
+    if settings.guard_data is None:
+        return None
+    try:
+        dataset = load_data(settings.guard_data, None, [settings.guard_split],
+                            relevant_from=settings.guard_relevant_from,
+                            **strictness(settings.guard_lenient))
+        corpus_ids = subcorpus_ids(dataset, settings.guard_split,
+                                   distractors=settings.guard_distractors,
+                                   seed=recipe.data.dev_seed)
+    except (DataError, OSError) as err:
+        raise RecipeError(f"eval.guard_data {settings.guard_data}: {err}") from None
+    if not dataset.split(settings.guard_split):
+        raise RecipeError(f"eval.guard_data {settings.guard_data}: split "
+                          f"'{settings.guard_split}' (eval.guard_split) has no queries")
+    return RetrievalEvaluator(
+        dataset, settings.guard_split, corpus_ids, name=GUARD_NAME,
+        metric=settings.metric, batch_size=settings.batch_size,
+        top_k=settings.top_k, with_title=recipe.data.with_title, dtype=settings.dtype,
+        max_tokens_per_batch=settings.max_tokens_per_batch, on_nonfinite="record")
