@@ -10,11 +10,16 @@ learning rate and steps; only the named keys differ; dev picks the checkpoint):
 - ``gist``: GISTEmbedLoss with a frozen copy of the base model as guide;
 - ``matryoshka``: MNRL inside MatryoshkaLoss (384...32 dims; evaluated at full width);
 - ``mined-k3``: 3 negatives mined with the base model, ranks 4-30 (``tapt mine``);
+- ``distill-grades``: ``distill_kl`` on the qrels grades only (``loss.grade_weight=1``,
+  targets 3: 1.0, 2: 0.9, 1: 0.8, so a lower-graded negative keeps ~12 % of the mass at
+  scale 20); its rows need a negative, so pair rows are dropped
+  (``data.missing_hard_negative=drop``): only for graded data such as Cranfield;
 - ``best``: the levers whose mean dev beat ``mnrl``'s, together (``--combine``).
 
 Not arms here: ``data.batch_by`` (needs groups: Cranfield's and CISI's titles are nearly
-all distinct and they carry no labels) and the distillation losses (their rows need a
-negative each; Cranfield's 76 pair rows and CISI's pairs have none unless mined).
+all distinct and they carry no labels) and distillation from a teacher's scores (a
+``tapt score`` file per dataset); CISI's rows are all pairs, so ``distill-grades`` has no
+rows there.
 
 Runs go seed by seed (every arm's seed 0 first), so a comparison cut short still compares
 every arm; finished runs are reused, so an interrupted comparison resumes. The table gives
@@ -25,7 +30,8 @@ randomization p Holm-corrected across the arms). The README's tables (run with
 
     python benchmarks/compare_recipes.py --data ../shared/data/cranfield --lenient \\
         --recipe recipes/quickstart.yaml --out runs/recipes-cranfield --seeds 0 1 2 \\
-        --arms mnrl hardness gte-directions mnsrl best --zero-shot \\
+        --arms mnrl hardness gte-directions mnsrl gist mined-k3 distill-grades best \\
+        --zero-shot \\
         --set data.lenient=true data.missing_hard_negative=pair training.max_steps=12 \\
               model.max_seq_length=128 training.bf16=true eval.dtype=bfloat16 \\
               data.dev_distractors=100 training.eval_steps=6
@@ -52,6 +58,9 @@ ARMS: dict[str, list[str]] = {
     "gist": ["loss.name=gist", "loss.guide=self"],
     "matryoshka": ["loss.matryoshka=true", "loss.matryoshka_dims=[384,256,128,64,32]"],
     "mined-k3": [],  # filled in by mined_arm: the mined file and K
+    "distill-grades": ["loss.name=distill_kl", "loss.grade_weight=1",
+                       "loss.grade_targets={3: 1.0, 2: 0.9, 1: 0.8}",
+                       "data.missing_hard_negative=drop"],
 }
 BASELINE = "mnrl"
 BEST_OF: list[str] = []  # the arms the best combination joins (set by run_grid)
@@ -67,8 +76,9 @@ def mined_arm(args) -> list[str]:
 
 def combined(args, results: dict[str, list[dict]]) -> list[str]:
     """The arms whose mean dev beat the baseline's, best first, each added only if the
-    recipe still validates with it (two losses, or GIST with several negative columns, do
-    not combine: the later arm is left out)."""
+    recipe still validates with it and sets no key a chosen arm set otherwise (two losses,
+    or GIST with several negative columns, do not combine: the later arm is left out; the
+    key check catches ``gist`` + ``mnsrl``, which validates as plain ``mnsrl``)."""
     from tapt.recipe import RecipeError, load_recipe
 
     def dev(arm: str) -> float:
@@ -79,6 +89,11 @@ def combined(args, results: dict[str, list[dict]]) -> list[str]:
     chosen: list[str] = []
     for arm in better:
         overrides = [o for a in [*chosen, arm] for o in ARMS[a]]
+        keys = dict(o.split("=", 1) for a in chosen for o in ARMS[a])
+        if clash := [o for o in ARMS[arm] if keys.get(o.split("=", 1)[0], o.split("=", 1)[1])
+                     != o.split("=", 1)[1]]:
+            print(f"best: {arm} left out ({', '.join(clash)} overrides a chosen arm)")
+            continue
         try:
             load_recipe(args.recipe, [f"data.path={args.data}", "output_dir=unused",
                                       *args.set, *overrides])
