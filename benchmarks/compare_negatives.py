@@ -140,13 +140,19 @@ def print_rows(rows: list[dict], metric: str, title: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main(argv: list[str] | None = None) -> int:
+def base_parser() -> argparse.ArgumentParser:
+    """The flags every comparison script shares: data, base recipe, output, overrides."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, required=True)
     parser.add_argument("--recipe", type=Path, required=True, help="the base TAPT recipe")
     parser.add_argument("--out", type=Path, required=True, help="runs and mined files go here")
     parser.add_argument("--set", nargs="*", default=[], metavar="key=value",
                         help="recipe overrides for every run")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = base_parser()
     parser.add_argument("--lenient", action="store_true", help="mine with --lenient")
     parser.add_argument("--k", type=int, nargs="+", default=[1, 3, 7])
     parser.add_argument("--depth", type=int, default=100)

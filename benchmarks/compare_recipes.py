@@ -41,12 +41,10 @@ A script, not a test: nothing is asserted.
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
-from pathlib import Path
 
-from compare_negatives import METRICS, mine, run_setting, zero_shot
+from compare_negatives import METRICS, base_parser, mine, run_setting, zero_shot
 
 from tapt.analysis.compare import compare_results
 
@@ -181,12 +179,8 @@ def table(results: dict[str, list[dict]], args) -> tuple[str, dict]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, required=True)
-    parser.add_argument("--recipe", type=Path, required=True, help="the base TAPT recipe")
-    parser.add_argument("--out", type=Path, required=True, help="runs and mined files go here")
-    parser.add_argument("--set", nargs="*", default=[], metavar="key=value",
-                        help="recipe overrides for every run")
+    parser = base_parser()
+    parser.description = __doc__.splitlines()[0]
     parser.add_argument("--arms", nargs="+", default=[*ARMS, "best"],
                         choices=[*ARMS, "best"], help="arms to run, in this order per seed")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
