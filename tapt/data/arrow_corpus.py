@@ -30,7 +30,7 @@ from typing import Literal
 
 import numpy as np
 
-from tapt.data.beir import DataError, Passage, iter_jsonl, string_field
+from tapt.data.beir import Passage, checked_passages, iter_jsonl
 
 CorpusStore = Literal["memory", "arrow", "auto"]
 CORPUS_STORES = ("memory", "arrow", "auto")
@@ -195,35 +195,24 @@ def _digest(text: str) -> str:
 
 def write_arrow_corpus(records: Iterable[tuple[int, dict]], source: str | os.PathLike,
                        target: Path, *, allow_empty: bool = False) -> None:
-    """Validate ``(line, record)`` pairs as :func:`~tapt.data.beir.parse_corpus` does and
+    """Validate ``(line, record)`` pairs (:func:`~tapt.data.beir.checked_passages`) and
     write them to the Arrow IPC file ``target`` (atomically: a partial file never stays)."""
     import pyarrow as pa
 
     schema = pa.schema([("_id", pa.string()), ("title", pa.string()), ("text", pa.string())])
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_name(f"{target.name}.{os.getpid()}.partial")
-    seen: dict[str, int] = {}
     columns: tuple[list, list, list] = ([], [], [])
     try:
         with pa.OSFile(str(partial), "wb") as sink, pa.ipc.new_file(sink, schema) as writer:
-            for line, record in records:
-                doc_id = string_field(source, line, record, "_id")
-                text = string_field(source, line, record, "text", allow_empty=allow_empty)
-                title = string_field(source, line, record, "title", required=False,
-                                     allow_empty=True)
-                if doc_id in seen:
-                    raise DataError(source, f"duplicate id '{doc_id}' (first on line "
-                                            f"{seen[doc_id]})", line, "_id")
-                seen[doc_id] = line
-                for column, value in zip(columns, (doc_id, title, text)):
+            for doc_id, passage in checked_passages(records, source, allow_empty=allow_empty):
+                for column, value in zip(columns, (doc_id, passage.title, passage.text)):
                     column.append(value)
                 if len(columns[0]) >= BATCH_ROWS:
                     writer.write_batch(pa.record_batch(list(columns), schema=schema))
                     columns = ([], [], [])
             if columns[0]:
                 writer.write_batch(pa.record_batch(list(columns), schema=schema))
-        if not seen:
-            raise DataError(source, "no passages")
         os.replace(partial, target)
     finally:
         partial.unlink(missing_ok=True)

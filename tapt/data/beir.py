@@ -212,20 +212,26 @@ def parse_corpus(records: Iterable[tuple[int, dict]], source: str | os.PathLike,
     """Validate ``(line, record)`` pairs of a corpus; ``source`` names them in errors.
 
     ``allow_empty`` keeps passages whose text is empty (some public BEIR sets have them)."""
-    corpus: dict[str, Passage] = {}
+    return dict(checked_passages(records, source, allow_empty=allow_empty))
+
+
+def checked_passages(records: Iterable[tuple[int, dict]], source: str | os.PathLike, *,
+                     allow_empty: bool = False) -> Iterator[tuple[str, Passage]]:
+    """``(id, passage)`` of each corpus record, validated as it streams by (the one rule
+    set of the in-memory and the Arrow corpus): required ``_id`` and ``text``, optional
+    ``title``, no duplicate id, at least one passage."""
     first_line: dict[str, int] = {}
     for line, record in records:
         doc_id = string_field(source, line, record, "_id")
         text = string_field(source, line, record, "text", allow_empty=allow_empty)
         title = string_field(source, line, record, "title", required=False, allow_empty=True)
-        if doc_id in corpus:
+        if doc_id in first_line:
             raise DataError(source, f"duplicate id '{doc_id}' (first on line "
                                     f"{first_line[doc_id]})", line, "_id")
-        corpus[doc_id] = Passage(text=text, title=title)
         first_line[doc_id] = line
-    if not corpus:
+        yield doc_id, Passage(text=text, title=title)
+    if not first_line:
         raise DataError(source, "no passages")
-    return corpus
 
 
 def read_queries(path: str | os.PathLike) -> dict[str, str]:
