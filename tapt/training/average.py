@@ -13,7 +13,7 @@ With resume the averaged checkpoints are the last N complete ones in
 ``checkpoints/`` by step, whichever session saved them (the recipe check keeps them:
 ``save_total_limit >= N + 1``, :func:`tapt.recipe.selection.check_average_last`).
 
-The averaging is :func:`tapt.training.merge.merge_state_dicts` (float64 accumulation,
+The averaging is :func:`tapt.training.merge.merge_into` (float64 accumulation,
 weights 1/N; integer buffers copied); each checkpoint folder is loaded on the CPU with
 sentence-transformers' public loader (the model's class on the folder, as ``tapt eval``
 loads an export). Under several processes rank 0, which wrote the checkpoints, chooses
@@ -92,15 +92,14 @@ def average_last(trainer, run: RunDir, count: int) -> dict:
     """Load the mean of the last ``count`` checkpoints into ``trainer.model`` (call on every
     rank: rank 0 chooses the checkpoints, each rank reads them); returns the record of what
     was averaged. A non-finite mean is loaded too: the caller refuses to export it."""
-    from tapt.training.merge import check_weights, merge_state_dicts
+    from tapt.training.merge import check_weights, merge_into
 
     folders = chosen_checkpoints(run, count)
     states = [checkpoint_state(trainer.model, folder) for folder in folders]
     weights = check_weights(None, count)
     names = [folder.name for folder in folders]
-    merged = merge_state_dicts(states, weights, names, finite=False)
+    merge_into(trainer.model, states, weights, names, finite=False)
     del states
-    trainer.model.load_state_dict(merged, strict=True)
     return {"kind": "average_last", "steps": [checkpoint_step(f) for f in folders],
             "checkpoints": names, "weights": weights}
 

@@ -203,9 +203,11 @@ def merge_state_dicts(states: Sequence[dict], weights: Sequence[float],
 
 
 def merge_into(target, states: Sequence[dict], weights: Sequence[float],
-               names: Sequence[str]) -> None:
-    """Load the merge of ``states`` into ``target`` (a model of their architecture)."""
-    target.load_state_dict(merge_state_dicts(states, weights, names), strict=True)
+               names: Sequence[str], *, finite: bool = True) -> None:
+    """Load the merge of ``states`` into ``target`` (a model of their architecture);
+    ``finite`` as for :func:`merge_state_dicts`."""
+    target.load_state_dict(merge_state_dicts(states, weights, names, finite=finite),
+                           strict=True)
 
 
 # --- picking the weight on dev --------------------------------------------------------------
