@@ -75,6 +75,19 @@ def publish(staging: Path, target: Path) -> Path:
     return target
 
 
+def unwritable_reason(folder: str | os.PathLike) -> str | None:
+    """Why ``folder`` could not be written (it, or its nearest existing ancestor, is not a
+    writable folder), or None when it exists writable or can be created."""
+    ancestor = Path(os.path.abspath(Path(folder).expanduser()))
+    while not ancestor.exists() and ancestor != ancestor.parent:
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        return f"{ancestor} is not a folder"
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        return f"cannot write in {ancestor}"
+    return None
+
+
 def ensure_free_space(path: str | os.PathLike, needed: int, what: str,
                       headroom: float = 1.1) -> None:
     """Raise :class:`DiskSpaceError` unless ``path``'s filesystem has room for ``needed``

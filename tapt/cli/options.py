@@ -107,14 +107,13 @@ def check_outputs(paths: Iterable[tuple[str, Path | None]], *, overwrite: bool =
 def check_folder(flag: str, folder: Path, *, shown: Path | None = None) -> None:
     """``folder`` exists and is writable, or can be created in its nearest existing
     ancestor; else an error naming ``flag`` and ``shown`` (default: ``folder``)."""
+    from tapt.files import unwritable_reason
+
     shown = folder if shown is None else shown
-    ancestor = Path(os.path.abspath(Path(folder).expanduser()))
-    while not ancestor.exists() and ancestor != ancestor.parent:
-        ancestor = ancestor.parent
-    if not ancestor.is_dir():
-        raise NotADirectoryError(f"{flag} {shown}: {ancestor} is not a folder")
-    if not os.access(ancestor, os.W_OK | os.X_OK):
-        raise PermissionError(f"{flag} {shown}: cannot write in {ancestor}")
+    reason = unwritable_reason(folder)
+    if reason is not None:
+        error = NotADirectoryError if reason.endswith("not a folder") else PermissionError
+        raise error(f"{flag} {shown}: {reason}")
 
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter,

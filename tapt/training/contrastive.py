@@ -20,7 +20,6 @@ Example::
 from __future__ import annotations
 
 import logging
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -351,21 +350,17 @@ def report_on_test(model, dataset: BeirDataset, recipe: Recipe, *, name: str | N
     (no cache); rank 0 gets the report, the others None. Non-finite embeddings raise
     :class:`~tapt.retrieval.finite.NonFiniteEmbeddingsError` on every rank.
     """
+    from tapt.files import unwritable_reason
     from tapt.retrieval.embedding_cache import local_cache_root
     from tapt.retrieval.evaluate import evaluate
     from tapt.retrieval.in_loop import model_retriever
 
     root = local_cache_root() if cached else None
-    if root is not None:  # hand-written: tapt.files has no such check, and training must
-        # not import tapt.cli (check_folder there raises naming a flag; this warns and goes on)
-        try:
-            root.mkdir(parents=True, exist_ok=True)
-            if not os.access(root, os.W_OK | os.X_OK):
-                raise PermissionError("not writable")
-        except OSError as err:  # a cache that cannot be written must not stop the run
-            logger.warning("embedding cache %s cannot be written (%s); the zero-shot test "
-                           "encodes without it", root, err)
-            root = None
+    reason = None if root is None else unwritable_reason(root)
+    if reason is not None:  # a cache that cannot be written must not stop the run
+        logger.warning("embedding cache %s cannot be written (%s); the zero-shot test "
+                       "encodes without it", root, reason)
+        root = None
     retriever = model_retriever(model, name=name or recipe.model.name,
                                 batch_size=recipe.eval.batch_size, top_k=recipe.eval.top_k,
                                 dtype=recipe.eval.dtype,
