@@ -158,8 +158,8 @@ def read_status(pid: int) -> dict[str, int]:
 
 
 def mapped_arrow_bytes(pid: int) -> int:
-    """Resident bytes of the process's mappings of ``*.arrow`` files (the corpus pages
-    read so far: with the texts read in order, how far the encoding has come)."""
+    """Resident bytes of the process's mappings of ``*.arrow`` files: the corpus pages
+    read since the Arrow corpus last released them (``MappedFile``, every 256 MiB)."""
     total, inside = 0, False
     try:
         with open(f"/proc/{pid}/smaps") as handle:

@@ -7,7 +7,10 @@ validation as :func:`tapt.data.beir.parse_corpus` (ids by :mod:`tapt.ids`, requi
 fields, duplicate ids: a :class:`~tapt.data.beir.DataError` naming file, line and field),
 writing record batches to an Arrow IPC file, then memory-maps it. What stays in Python is
 the id -> row map (~150 bytes a passage); the texts are file-backed pages the kernel
-can drop. :class:`ArrowCorpus` is a read-only ``Mapping[str, Passage]`` (a passage is
+can drop. As the encoder streams through the texts, :class:`~tapt.mapped_file.MappedFile` drops the pages
+it has read from this process's resident set (``madvise(MADV_DONTNEED)``) every
+256 MiB, so peak RSS does not grow by the whole ~6 GB file over a full
+encode (the kernel's page cache still serves a re-read). :class:`ArrowCorpus` is a read-only ``Mapping[str, Passage]`` (a passage is
 built on demand), so code written for the dict works unchanged; :func:`corpus_texts`
 gives the lazy ``Sequence[str]`` the encoders read in chunks.
 
@@ -31,6 +34,7 @@ from typing import Literal
 import numpy as np
 
 from tapt.data.beir import Passage, checked_passages, iter_jsonl
+from tapt.mapped_file import MappedFile
 
 CorpusStore = Literal["memory", "arrow", "auto"]
 CORPUS_STORES = ("memory", "arrow", "auto")
@@ -67,18 +71,23 @@ def choose_store(store: str, path: str | os.PathLike) -> Literal["memory", "arro
 
 class PassageTexts(Sequence[str]):
     """Read-only view of passage texts (``Passage.as_text``) of some rows of an Arrow
-    table; a slice or an iteration decodes a chunk at a time, never the whole column."""
+    table; a slice or an iteration decodes a chunk at a time, never the whole column.
+    ``mapped``: the file the table is mapped from, told how much each decode read."""
 
-    def __init__(self, table, rows: np.ndarray | None, with_title: bool) -> None:
+    def __init__(self, table, rows: np.ndarray | None, with_title: bool,
+                 mapped: MappedFile | None = None) -> None:
         self.table = table
         self.rows = rows
         self.with_title = with_title
+        self.mapped = mapped
 
     def __len__(self) -> int:
         return self.table.num_rows if self.rows is None else len(self.rows)
 
     def _decode(self, part) -> list[str]:
         texts = part.column("text").to_pylist()
+        if self.mapped is not None:
+            self.mapped.read(part.nbytes)
         if not self.with_title:
             return texts
         titles = part.column("title").to_pylist()
@@ -108,13 +117,16 @@ class PassageTexts(Sequence[str]):
 class ArrowCorpus(Mapping[str, Passage]):
     """``corpus id -> Passage`` over a memory-mapped Arrow table (ids in file order).
 
-    ``path``: the Arrow file; ``source``: the corpus file it was read from (messages)."""
+    ``path``: the Arrow file; ``source``: the corpus file it was read from (messages);
+    ``mapped``: the mapping of ``path`` the table reads from, if any."""
 
-    def __init__(self, table, ids: dict[str, int], path: Path, source: str) -> None:
+    def __init__(self, table, ids: dict[str, int], path: Path, source: str,
+                 mapped: MappedFile | None = None) -> None:
         self.table = table
         self.rows = ids
         self.path = path
         self.source = source
+        self.mapped = mapped
 
     def __getitem__(self, doc_id: str) -> Passage:
         row = self.rows[doc_id]
@@ -139,12 +151,12 @@ class ArrowCorpus(Mapping[str, Passage]):
     def texts(self, ids: Sequence[str] | None = None, with_title: bool = True) -> PassageTexts:
         """The texts of ``ids`` (default: every passage, in file order) as a lazy view."""
         if ids is None:
-            return PassageTexts(self.table, None, with_title)
+            return PassageTexts(self.table, None, with_title, self.mapped)
         rows = np.fromiter((self.rows[doc_id] for doc_id in ids), dtype=np.int64,
                            count=len(ids))
         whole = len(rows) == self.table.num_rows and bool(
             (rows == np.arange(len(rows))).all())
-        return PassageTexts(self.table, None if whole else rows, with_title)
+        return PassageTexts(self.table, None if whole else rows, with_title, self.mapped)
 
 
 def corpus_texts(corpus: Mapping[str, Passage], ids: Sequence[str],
@@ -163,7 +175,7 @@ def subset_texts(texts: Sequence[str], positions: np.ndarray) -> Sequence[str]:
         return texts
     if isinstance(texts, PassageTexts):
         rows = positions if texts.rows is None else texts.rows[positions]
-        return PassageTexts(texts.table, rows, texts.with_title)
+        return PassageTexts(texts.table, rows, texts.with_title, texts.mapped)
     return [texts[i] for i in positions]
 
 
@@ -223,12 +235,14 @@ def map_arrow_corpus(target: Path, source: str) -> ArrowCorpus:
     the page cache) and index its ids."""
     import pyarrow as pa
 
-    table = pa.ipc.open_file(pa.memory_map(str(target), "r")).read_all()
+    mapped = MappedFile(target)
+    table = pa.ipc.open_file(pa.BufferReader(mapped.buffer())).read_all()
     rows: dict[str, int] = {}
     for chunk in table.column("_id").chunks:
         for doc_id in chunk.to_pylist():
             rows[doc_id] = len(rows)
-    return ArrowCorpus(table, rows, target, source)
+    mapped.release()  # the id column's pages: read once, not needed again
+    return ArrowCorpus(table, rows, target, source, mapped)
 
 
 __all__ = ["AUTO_ARROW_BYTES", "CORPUS_STORES", "ArrowCorpus", "CorpusStore",

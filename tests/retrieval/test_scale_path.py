@@ -168,3 +168,50 @@ def test_cli_eval_dims_on_the_arrow_store_gives_the_memory_stores_widths(
                      str(tmp_path / "cache"), "--output", str(out), "--quiet"]) == 0
         results[store] = json.loads(out.read_text())["dims"]
     assert results["arrow"] == results["memory"]
+
+
+def _mapped_rss(path) -> int | None:
+    """Resident bytes of this process's mappings of ``path`` (Linux ``smaps``)."""
+    try:
+        with open("/proc/self/smaps") as handle:
+            lines = handle.read().splitlines()
+    except OSError:
+        return None
+    total, inside = 0, False
+    for line in lines:
+        fields = line.split()
+        if fields and "-" in fields[0] and len(fields) >= 5:  # a mapping's header line
+            inside = line.endswith(str(path))
+        elif inside and fields[0] == "Rss:":
+            total += int(fields[1]) * 1024
+    return total
+
+
+def test_streaming_the_texts_drops_the_mappings_pages_and_keeps_the_texts(tmp_path,
+                                                                           monkeypatch):
+    from tapt.data import arrow_corpus
+
+    rng = np.random.default_rng(0)
+    words = np.array(["polymer", "ester", "glycol", "silica", "binder", "amine", "resin"])
+    folder = tmp_path / "big"
+    folder.mkdir()
+    texts = {f"P{i}:0": " ".join(rng.choice(words, 1200)) for i in range(3000)}  # ~25 MB
+    with open(folder / "corpus.jsonl", "w") as handle:
+        handle.writelines(json.dumps({"_id": doc_id, "title": "", "text": text}) + "\n"
+                          for doc_id, text in texts.items())
+    corpus = open_arrow_corpus(folder / "corpus.jsonl", cache_dir=tmp_path / "cache")
+    corpus.mapped.release_every = 2 * 2**20
+    monkeypatch.setattr(arrow_corpus, "BATCH_ROWS", 200)  # ~1.4 MB a decode
+
+    read = list(corpus.texts(with_title=False))
+
+    assert read == list(texts.values())  # pages dropped mid-stream fault back in unchanged
+    assert corpus.mapped.releases >= 6  # ~21 MB read, released every 2 MB
+    resident = _mapped_rss(corpus.path)
+    if resident is None:
+        pytest.skip("no /proc/self/smaps: resident pages not measurable here")
+    size = corpus.path.stat().st_size
+    assert resident < size / 3  # at most what was read since the last release (+ slack)
+    corpus.mapped.release()
+    assert _mapped_rss(corpus.path) < 2**20
+    assert corpus["P17:0"].text == texts["P17:0"]  # still readable after a release
