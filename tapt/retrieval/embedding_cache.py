@@ -17,11 +17,17 @@ never used. sentence-transformers has no embedding cache and the API encoders' S
 (``tapt.encoders.api.cache``) holds one row per request text, which would not memory-map a
 million vectors: hence this module.
 
+Memory: shard rows are read through :func:`tapt.mapped_file.map_npy`, whose pages are
+dropped from the process as they are read, and :meth:`EmbeddingCache.lookup` only says
+where each text's row lies; :meth:`CacheHits.rows` reads a part at a time, so a warm
+1M x 1024 corpus is not gathered into one 4 GB array beside the index.
+
 Example::
 
     cache = EmbeddingCache(root, encoder.cache_key("document"))  # or model_key(model, ...)
-    hits, found = cache.get(texts)               # rows of hits where found[i]
-    cache.put([t for t, f in zip(texts, found) if not f], new_rows)
+    hits = cache.lookup(texts)                   # hits.found[i]: text i is cached
+    rows = hits.rows(np.flatnonzero(hits.found)[:8192])  # a part of the cached rows
+    cache.put([t for t, f in zip(texts, hits.found) if not f], new_rows)
 """
 
 from __future__ import annotations
@@ -37,6 +43,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
+from tapt.mapped_file import MappedFile, map_npy
 
 # torch is imported only to read a model's weights for the cache key: importing tapt
 # must not import it.
@@ -81,7 +89,35 @@ def key_digest(key: Mapping) -> str:
 class _Shard:
     name: str
     digests: np.ndarray  # (n,) V16
-    rows: np.ndarray  # (n, dim) memory-mapped
+    rows: np.ndarray  # (n, dim) memory-mapped from ``mapped``
+    mapped: MappedFile
+
+
+@dataclass
+class CacheHits:
+    """Where the cached rows of some texts lie (``found``; ``shard`` and ``row``, -1 where
+    not found); :meth:`rows` reads the rows of some of them."""
+
+    found: np.ndarray  # (n,) bool
+    shard: np.ndarray  # (n,) int64
+    row: np.ndarray  # (n,) int64
+    shards: list[_Shard]
+
+    def rows(self, positions: np.ndarray) -> np.ndarray:
+        """float32 ``(len(positions), dim)`` rows of the texts at ``positions`` (all found)."""
+        positions = np.asarray(positions, dtype=np.int64)
+        if not self.found[positions].all():
+            raise KeyError(f"{int((~self.found[positions]).sum())} of the positions asked "
+                           f"for are not cached")
+        dim = self.shards[0].rows.shape[1] if self.shards else 0
+        out = np.empty((len(positions), dim), dtype=np.float32)
+        shard_of = self.shard[positions]
+        for number in np.unique(shard_of):
+            pick = np.flatnonzero(shard_of == number)
+            shard = self.shards[int(number)]
+            out[pick] = shard.rows[self.row[positions[pick]]]
+            shard.mapped.read(len(pick) * dim * shard.rows.itemsize)
+        return out
 
 
 class EmbeddingCache:
@@ -124,7 +160,7 @@ class EmbeddingCache:
         manifest_path = self.folder / f"{stem}.json"
         try:
             manifest = json.loads(manifest_path.read_text())
-            rows = np.load(self.folder / f"{stem}.rows.npy", mmap_mode="r")
+            mapped, rows = map_npy(self.folder / f"{stem}.rows.npy")
             digests = np.load(self.folder / f"{stem}.digests.npy")
             expected = (manifest["rows"], manifest["dim"])
             if rows.shape != expected or str(rows.dtype) != manifest["dtype"] or \
@@ -138,34 +174,40 @@ class EmbeddingCache:
             for path in self.folder.glob(f"{stem}.*"):
                 path.unlink(missing_ok=True)
             return None
-        return _Shard(stem, digests, rows)
+        return _Shard(stem, digests, rows, mapped)
 
     @property
     def size(self) -> int:
         return sum(len(s.digests) for s in self.shards)
 
-    def get(self, texts: Sequence[str]) -> tuple[np.ndarray | None, np.ndarray]:
-        """``(rows, found)``: ``found[i]`` says whether text ``i`` is cached; ``rows`` is a
-        float32 ``(n, dim)`` array filled where found (None when nothing is cached)."""
+    def lookup(self, texts: Sequence[str]) -> CacheHits:
+        """Where each of ``texts`` is cached (reads no rows: :meth:`CacheHits.rows` does)."""
         digests = text_digests(texts)
         found = np.zeros(len(texts), dtype=bool)
-        if not self.shards:
-            self.misses += len(texts)
-            return None, found
-        dim = self.shards[0].rows.shape[1]
-        out = np.zeros((len(texts), dim), dtype=np.float32)
-        for shard in self.shards:
+        shard_of = np.full(len(texts), -1, dtype=np.int64)
+        row_of = np.full(len(texts), -1, dtype=np.int64)
+        for number, shard in enumerate(self.shards):
             order = np.argsort(shard.digests)
             ordered = shard.digests[order]
-            spots = np.searchsorted(ordered, digests)
-            spots = np.minimum(spots, len(ordered) - 1)
+            spots = np.minimum(np.searchsorted(ordered, digests), len(ordered) - 1)
             match = (ordered[spots] == digests) & ~found
-            if match.any():
-                out[match] = shard.rows[order[spots[match]]]
-                found |= match
+            shard_of[match] = number
+            row_of[match] = order[spots[match]]
+            found |= match
         self.hits += int(found.sum())
         self.misses += int((~found).sum())
-        return out, found
+        return CacheHits(found, shard_of, row_of, list(self.shards))
+
+    def get(self, texts: Sequence[str]) -> tuple[np.ndarray | None, np.ndarray]:
+        """``(rows, found)``: ``found[i]`` says whether text ``i`` is cached; ``rows`` is a
+        float32 ``(n, dim)`` array filled where found (None when nothing is cached). For a
+        large corpus, :meth:`lookup` reads the rows a part at a time instead."""
+        hits = self.lookup(texts)
+        if not self.shards:
+            return None, hits.found
+        out = np.zeros((len(texts), self.shards[0].rows.shape[1]), dtype=np.float32)
+        out[hits.found] = hits.rows(np.flatnonzero(hits.found))
+        return out, hits.found
 
     def put(self, texts: Sequence[str], rows: np.ndarray) -> None:
         """Store the rows of ``texts`` as a new shard (atomic: manifest written last)."""

@@ -153,6 +153,30 @@ def test_passage_stream_mixes_hits_and_misses_in_corpus_order(tiny_bert_path, tm
     np.testing.assert_allclose(mixed, fresh, atol=1e-6)
 
 
+def test_a_warm_stream_reads_the_cached_rows_a_part_at_a_time(tiny_bert_path, tmp_path,
+                                                               monkeypatch):
+    """All hits: the rows come in batches of CACHED_ROWS_PER_BATCH, never one N x dim copy,
+    and equal a fresh encode."""
+    from tapt.encoders.base import collect_in_order
+    from tapt.encoders.loading import ModelSpec
+    from tapt.retrieval import dense
+
+    encoder = SentenceTransformerEncoder.load(ModelSpec(str(tiny_bert_path), device="cpu"))
+    texts = [f"passage {i}: a solvent at {i} percent in the ink" for i in range(11)]
+    dim = encoder.embedding_dim
+    fresh = collect_in_order(dense.passage_stream(encoder, texts, 4, dense.EncodingTally(),
+                                                  dense.open_cache(encoder, str(tmp_path))),
+                             len(texts), dim)
+    monkeypatch.setattr(dense, "CACHED_ROWS_PER_BATCH", 3)
+    tally = dense.EncodingTally()
+    batches = list(dense.passage_stream(encoder, texts, 4, tally,
+                                        dense.open_cache(encoder, str(tmp_path))))
+    assert [len(b.positions) for b in batches] == [3, 3, 3, 2]
+    assert tally.from_cache == 11
+    np.testing.assert_allclose(collect_in_order(iter(batches), len(texts), dim), fresh,
+                               atol=1e-6)
+
+
 def test_zero_shot_test_after_training_uses_the_cache(tiny_bert_path, tiny_beir_path,
                                                       tmp_path, monkeypatch, encoded):
     """report_on_test(cached=True), the zero-shot test of ``tapt train --test``, hits the

@@ -164,3 +164,27 @@ def test_dense_retrieval_reuses_the_cache_and_encodes_only_changed_passages(tiny
                                                       max_seq_length=16))
     assert DenseRetriever(other, top_k=5, progress=False, cache_dir=str(tmp_path)).retrieve(
         ids, texts, ["q0"], queries[:1]).timings["corpus_from_cache"] == 0
+
+
+def test_reading_the_rows_in_parts_equals_get_and_drops_the_shards_pages(tmp_path):
+    from tapt.mapped_file import MappedFile
+
+    texts = [f"passage {i}" for i in range(4000)]
+    rows = _rows(4000, dim=512)  # 8 MB in one shard
+    EmbeddingCache(tmp_path, {"model": "m"}).put(texts[:3000], rows[:3000])
+    cache = EmbeddingCache(tmp_path, {"model": "m"})
+    cache.put(texts[3000:], rows[3000:])  # a second shard
+    asked = texts[::-1] + ["never stored"]
+    hits = cache.lookup(asked)
+    assert hits.found.sum() == 4000 and not hits.found[-1]
+    shard = cache.shards[0]
+    assert isinstance(shard.mapped, MappedFile)
+    shard.mapped.release_every = 2**19
+    found = np.flatnonzero(hits.found)
+    parts = [hits.rows(found[start:start + 500]) for start in range(0, len(found), 500)]
+    np.testing.assert_array_equal(np.concatenate(parts), rows[::-1])
+    assert shard.mapped.releases >= 5  # ~6 MB read from the first shard, released per 0.5 MiB
+    got, _ = cache.get(asked)
+    np.testing.assert_array_equal(got[:-1], rows[::-1])
+    with pytest.raises(KeyError, match="1 of the positions"):
+        hits.rows(np.array([0, len(asked) - 1]))
