@@ -7,12 +7,12 @@ validation as :func:`tapt.data.beir.parse_corpus` (ids by :mod:`tapt.ids`, requi
 fields, duplicate ids: a :class:`~tapt.data.beir.DataError` naming file, line and field),
 writing record batches to an Arrow IPC file, then memory-maps it. What stays in Python is
 the id -> row map (~150 bytes a passage); the texts are file-backed pages the kernel
-can drop. As the encoder streams through the texts, :class:`~tapt.mapped_file.MappedFile` drops the pages
-it has read from this process's resident set (``madvise(MADV_DONTNEED)``) every
-256 MiB, so peak RSS does not grow by the whole ~6 GB file over a full
-encode (the kernel's page cache still serves a re-read). :class:`ArrowCorpus` is a read-only ``Mapping[str, Passage]`` (a passage is
-built on demand), so code written for the dict works unchanged; :func:`corpus_texts`
-gives the lazy ``Sequence[str]`` the encoders read in chunks.
+can drop. As the encoder streams through the texts, :class:`~tapt.mapped_file.MappedFile`
+drops the pages it has read from this process's resident set (``madvise(MADV_DONTNEED)``)
+every 256 MiB, so peak RSS does not grow by the whole ~6 GB file over a full encode (the
+kernel's page cache still serves a re-read). :class:`ArrowCorpus` is a read-only
+``Mapping[str, Passage]`` (a passage is built on demand), so code written for the dict
+works unchanged; :func:`corpus_texts` gives the lazy ``Sequence[str]`` the encoders read in chunks.
 
 The Arrow file is cached under ``cache_dir`` (default ``$TAPT_CACHE_DIR/corpus`` or
 ``~/.cache/tapt/corpus``), keyed by the file's path, size and mtime and the validation
