@@ -12,7 +12,8 @@ drops the pages it has read from this process's resident set (``madvise(MADV_DON
 every 256 MiB, so peak RSS does not grow by the whole ~6 GB file over a full encode (the
 kernel's page cache still serves a re-read). :class:`ArrowCorpus` is a read-only
 ``Mapping[str, Passage]`` (a passage is built on demand), so code written for the dict
-works unchanged; :func:`corpus_texts` gives the lazy ``Sequence[str]`` the encoders read in chunks.
+works unchanged; :func:`corpus_texts` gives the lazy ``Sequence[str]`` the encoders read
+in chunks.
 
 The Arrow file is cached under ``cache_dir`` (default ``$TAPT_CACHE_DIR/corpus`` or
 ``~/.cache/tapt/corpus``), keyed by the file's path, size and mtime and the validation
