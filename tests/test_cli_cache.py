@@ -17,9 +17,12 @@ def _eval(tmp_path, data, model, name, *extra):
 
 def test_a_warm_cache_gives_the_same_result_without_encoding(tiny_bert_path, tiny_beir_path,
                                                               tmp_path, capsys):
-    cache = tmp_path / "cache"
-    cold = _eval(tmp_path, tiny_beir_path, tiny_bert_path, "cold", "--cache-dir", str(cache))
-    warm = _eval(tmp_path, tiny_beir_path, tiny_bert_path, "warm", "--cache-dir", str(cache))
+    cache, corpora = tmp_path / "cache", tmp_path / "corpora"
+    arrow = ("--corpus-store", "arrow", "--corpus-cache", str(corpora))
+    cold = _eval(tmp_path, tiny_beir_path, tiny_bert_path, "cold", "--cache-dir", str(cache),
+                 *arrow)
+    warm = _eval(tmp_path, tiny_beir_path, tiny_bert_path, "warm", "--cache-dir", str(cache),
+                 *arrow)
     off = _eval(tmp_path, tiny_beir_path, tiny_bert_path, "off", "--cache-dir", str(cache),
                 "--no-cache")
     passages = cold["evaluated"]["corpus_size"]
@@ -30,12 +33,15 @@ def test_a_warm_cache_gives_the_same_result_without_encoding(tiny_bert_path, tin
         assert warm[key] == cold[key] == off[key], key
     assert warm["per_query"] == cold["per_query"]
     capsys.readouterr()
-    assert main(["cache", "ls", "--cache-dir", str(cache)]) == 0
-    listed = capsys.readouterr().out
-    assert "1 model keys" in listed and f"{passages}" in listed
-    assert main(["cache", "prune", "--cache-dir", str(cache), "--max-gb", "0"]) == 0
-    assert "deleted 1 model keys" in capsys.readouterr().out
-    assert main(["cache", "prune", "--cache-dir", str(cache)]) == 2  # nothing to prune by
+    folders = ["--cache-dir", str(cache), "--corpus-cache", str(corpora)]
+    assert main(["cache", "ls", *folders]) == 0
+    listed = " ".join(capsys.readouterr().out.split())
+    assert "1 model keys, 1 corpora" in listed and f"{passages}" in listed
+    assert "corpus.jsonl" in listed  # the corpus file the Arrow file was read from
+    assert main(["cache", "prune", *folders, "--max-gb", "0"]) == 0
+    assert "deleted 1 model keys, 1 corpora" in " ".join(capsys.readouterr().out.split())
+    assert not list(corpora.glob("*.arrow")) and not list((cache / "local").iterdir())
+    assert main(["cache", "prune", *folders]) == 2  # nothing to prune by
 
 
 def test_torch_search_gives_the_metrics_of_faiss_and_is_named(tiny_bert_path, tiny_beir_path,

@@ -1,5 +1,6 @@
 """``tapt cache ls | prune``: the local-model embedding cache
-(:mod:`tapt.retrieval.embedding_cache`)."""
+(:mod:`tapt.retrieval.embedding_cache`) and the cached Arrow corpora
+(:mod:`tapt.data.arrow_corpus`)."""
 
 from __future__ import annotations
 
@@ -13,22 +14,25 @@ from tapt.cli.options import non_negative_float
 def add_parsers(commands) -> None:
     """``tapt cache ls`` and ``tapt cache prune``."""
     cache = commands.add_parser("cache", help="list or prune the embedding cache of local "
-                                              "models")
+                                              "models and the cached Arrow corpora")
     cache_commands = cache.add_subparsers(dest="cache_command", required=True,
                                           metavar="ACTION", help="ls or prune")
-    for name, text in (("ls", "every cached model: rows, size, last use"),
-                       ("prune", ("delete model keys unused for N days, then the least "
-                                  "recently used past a size"))):
+    for name, text in (("ls", "every cached model and corpus: rows, size, last use"),
+                       ("prune", ("delete model keys and corpora unused for N days, then "
+                                  "the least recently used past a size"))):
         action = cache_commands.add_parser(name, help=text)
         action.add_argument("--cache-dir", type=Path, default=None,
-                            help="cache folder (default: $TAPT_CACHE_DIR/embeddings, else "
-                                 "~/.cache/tapt/embeddings)")
+                            help="embedding cache folder (default: $TAPT_CACHE_DIR/embeddings, "
+                                 "else ~/.cache/tapt/embeddings)")
+        action.add_argument("--corpus-cache", type=Path, default=None,
+                            help="Arrow corpus folder (default: $TAPT_CACHE_DIR/corpus, else "
+                                 "~/.cache/tapt/corpus)")
         if name == "prune":
             action.add_argument("--older-than-days", type=non_negative_float, default=None,
-                                help="delete model keys not used for this many days")
+                                help="delete what was not used for this many days")
             action.add_argument("--max-gb", type=non_negative_float, default=None,
-                                help="then keep at most this many GB (least recently used "
-                                     "go first)")
+                                help="then keep at most this many GB in both together (least "
+                                     "recently used go first)")
 
 
 def _root(args: argparse.Namespace) -> Path:
@@ -37,47 +41,65 @@ def _root(args: argparse.Namespace) -> Path:
     return (args.cache_dir or default_cache_dir()) / "local"
 
 
-def _rows(entries) -> list[tuple[str, str, str, str, str]]:
+def _corpus_folder(args: argparse.Namespace) -> Path:
+    from tapt.data.arrow_corpus import default_corpus_cache
+
+    return args.corpus_cache or default_corpus_cache()
+
+
+def _when(timestamp: float) -> str:
     import datetime
 
-    rows = []
-    for entry in entries:
-        used = datetime.datetime.fromtimestamp(entry.last_used).strftime("%Y-%m-%d %H:%M")
-        what = f"{entry.key.get('kind', '?')}, max length {entry.key.get('max_length', '?')}, " \
-               f"{entry.key.get('dtype', '?')}"
-        rows.append((entry.folder.name[:12], what, f"{entry.rows:,}",
-                     f"{entry.bytes / 1e9:.2f} GB", used))
-    return rows
+    return datetime.datetime.fromtimestamp(timestamp).strftime("%Y-%m-%d %H:%M")
 
 
-def _table(title: str, entries):
+def _table(title: str, entries, corpora: bool = False):
     from rich.table import Table
 
     table = Table(title=title)
-    for column in ("key", "model settings", "passages", "size", "last used"):
+    columns = ("file", "corpus", "passages", "size", "last used") if corpora else \
+        ("key", "model settings", "passages", "size", "last used")
+    for column in columns:
         table.add_column(column, justify="right" if column in ("passages", "size") else "left")
-    for row in _rows(entries):
-        table.add_row(*row)
+    for entry in entries:
+        if corpora:
+            name, what = entry.path.name, entry.key.get("source", "?")
+        else:
+            name = entry.path.name[:12]
+            what = f"{entry.key.get('kind', '?')}, max length " \
+                   f"{entry.key.get('max_length', '?')}, {entry.key.get('dtype', '?')}"
+        table.add_row(name, what, f"{entry.rows:,}", f"{entry.bytes / 1e9:.2f} GB",
+                      _when(entry.last_used))
     return table
 
 
-def cmd_cache(args: argparse.Namespace) -> int:
-    from tapt.retrieval.embedding_cache import list_entries, prune
+def _summary(verb: str, models, corpora) -> str:
+    total = sum(e.bytes for e in [*models, *corpora])
+    return f"{verb}{len(models)} model keys, {len(corpora)} corpora, {total / 1e9:.2f} GB"
 
-    root = _root(args)
+
+def cmd_cache(args: argparse.Namespace) -> int:
+    from tapt.cache_entries import prune_entries
+    from tapt.data.arrow_corpus import list_corpus_files
+    from tapt.retrieval.embedding_cache import list_entries
+
+    root, folder = _root(args), _corpus_folder(args)
+    models, corpora = list_entries(root), list_corpus_files(folder)
     if args.cache_command == "ls":
-        entries = list_entries(root)
-        terminal.console.print(_table(f"embedding cache {root}", entries))
-        total = sum(e.bytes for e in entries)
-        terminal.console.print(f"{len(entries)} model keys, {total / 1e9:.2f} GB")
+        terminal.console.print(_table(f"embedding cache {root}", models))
+        terminal.console.print(_table(f"corpus cache {folder}", corpora, corpora=True))
+        terminal.console.print(_summary("", models, corpora))
         return 0
     if args.older_than_days is None and args.max_gb is None:
         raise ValueError("tapt cache prune: give --older-than-days and/or --max-gb")
-    deleted = prune(root, older_than_days=args.older_than_days,
-                    keep_bytes=None if args.max_gb is None else int(args.max_gb * 1e9))
-    terminal.console.print(_table(f"deleted from {root}", deleted))
-    terminal.console.print(f"deleted {len(deleted)} model keys, "
-                           f"{sum(e.bytes for e in deleted) / 1e9:.2f} GB")
+    deleted = prune_entries([*models, *corpora], older_than_days=args.older_than_days,
+                            keep_bytes=None if args.max_gb is None else int(args.max_gb * 1e9))
+    corpus_paths = {e.path for e in corpora}
+    gone_models = [e for e in deleted if e.path not in corpus_paths]
+    gone_corpora = [e for e in deleted if e.path in corpus_paths]
+    terminal.console.print(_table(f"deleted from {root}", gone_models))
+    terminal.console.print(_table(f"deleted from {folder}", gone_corpora, corpora=True))
+    terminal.console.print(_summary("deleted ", gone_models, gone_corpora))
     return 0
 
 

@@ -34,6 +34,7 @@ from typing import Literal
 
 import numpy as np
 
+from tapt.cache_entries import CacheEntry
 from tapt.data.beir import Passage, checked_passages, iter_jsonl
 from tapt.mapped_file import MappedFile
 
@@ -46,6 +47,8 @@ BATCH_ROWS = 4096
 """Passages per Arrow record batch written."""
 FORMAT = 1
 """Bumped when the cached file's layout changes."""
+SOURCE_KEY = "tapt.source"
+"""Schema metadata: the corpus file an Arrow file was read from (for ``tapt cache ls``)."""
 
 
 def default_corpus_cache() -> Path:
@@ -199,6 +202,8 @@ def open_arrow_corpus(path: str | os.PathLike, *, allow_empty: bool = False,
         for stale in folder.glob(f"{prefix}-*.arrow"):  # earlier versions of this file
             if stale != target:
                 stale.unlink(missing_ok=True)  # a process mapping it keeps its pages
+    else:
+        os.utime(target)  # its mtime is its last use (for `tapt cache prune`)
     return map_arrow_corpus(target, str(path))
 
 
@@ -212,7 +217,8 @@ def write_arrow_corpus(records: Iterable[tuple[int, dict]], source: str | os.Pat
     write them to the Arrow IPC file ``target`` (atomically: a partial file never stays)."""
     import pyarrow as pa
 
-    schema = pa.schema([("_id", pa.string()), ("title", pa.string()), ("text", pa.string())])
+    schema = pa.schema([("_id", pa.string()), ("title", pa.string()), ("text", pa.string())],
+                       metadata={SOURCE_KEY: str(Path(source).resolve())})
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_name(f"{target.name}.{os.getpid()}.partial")
     columns: tuple[list, list, list] = ([], [], [])
@@ -246,6 +252,29 @@ def map_arrow_corpus(target: Path, source: str) -> ArrowCorpus:
     return ArrowCorpus(table, rows, target, source, mapped)
 
 
+def list_corpus_files(folder: str | os.PathLike | None = None) -> list[CacheEntry]:
+    """The cached Arrow corpora in ``folder`` (default :func:`default_corpus_cache`), most
+    recently used first; ``key`` names the corpus file each was read from."""
+    import pyarrow as pa
+
+    folder = Path(folder) if folder is not None else default_corpus_cache()
+    entries = []
+    for path in folder.glob("*.arrow") if folder.is_dir() else ():
+        stat = path.stat()
+        try:
+            with pa.memory_map(str(path), "r") as source:
+                reader = pa.ipc.open_file(source)
+                rows = sum(reader.get_record_batch(i).num_rows
+                           for i in range(reader.num_record_batches))
+                metadata = reader.schema.metadata or {}
+        except (OSError, pa.ArrowInvalid):
+            rows, metadata = 0, {}  # a damaged file: listed, and pruned like any other
+        corpus = metadata.get(SOURCE_KEY.encode(), b"?").decode()
+        entries.append(CacheEntry(path, {"kind": "corpus", "source": corpus}, rows,
+                                  stat.st_size, stat.st_mtime))
+    return sorted(entries, key=lambda e: -e.last_used)
+
+
 __all__ = ["AUTO_ARROW_BYTES", "CORPUS_STORES", "ArrowCorpus", "CorpusStore",
            "PassageTexts", "choose_store", "corpus_texts", "default_corpus_cache",
-           "open_arrow_corpus", "subset_texts", "write_arrow_corpus"]
+           "list_corpus_files", "open_arrow_corpus", "subset_texts", "write_arrow_corpus"]

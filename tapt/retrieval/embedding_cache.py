@@ -36,7 +36,6 @@ import hashlib
 import json
 import logging
 import os
-import shutil
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -44,6 +43,7 @@ from pathlib import Path
 
 import numpy as np
 
+from tapt.cache_entries import CacheEntry, prune_entries
 from tapt.mapped_file import MappedFile, map_npy
 
 # torch is imported only to read a model's weights for the cache key: importing tapt
@@ -253,17 +253,6 @@ def _atomic_write(path: Path, text: str) -> None:
     os.replace(partial, path)
 
 
-@dataclass
-class CacheEntry:
-    """One model key's folder, for ``tapt cache ls``."""
-
-    folder: Path
-    key: dict
-    rows: int
-    bytes: int
-    last_used: float
-
-
 def list_entries(root: str | os.PathLike) -> list[CacheEntry]:
     """Every model key under ``root``, most recently used first."""
     entries = []
@@ -294,19 +283,5 @@ def prune(root: str | os.PathLike, *, older_than_days: float | None = None,
           keep_bytes: int | None = None) -> list[CacheEntry]:
     """Delete model keys unused for ``older_than_days``, then the least recently used until
     the cache holds at most ``keep_bytes``; returns what was deleted."""
-    if older_than_days is not None and older_than_days < 0:
-        raise ValueError(f"older_than_days must be >= 0, got {older_than_days}")
-    if keep_bytes is not None and keep_bytes < 0:
-        raise ValueError(f"keep_bytes must be >= 0, got {keep_bytes}")
-    entries = list_entries(root)
-    deleted = []
-    now = time.time()
-    total = sum(e.bytes for e in entries)
-    for entry in reversed(entries):  # least recently used first
-        stale = older_than_days is not None and now - entry.last_used > older_than_days * 86400
-        too_big = keep_bytes is not None and total > keep_bytes
-        if stale or too_big:
-            shutil.rmtree(entry.folder, ignore_errors=True)
-            total -= entry.bytes
-            deleted.append(entry)
-    return deleted
+    return prune_entries(list_entries(root), older_than_days=older_than_days,
+                         keep_bytes=keep_bytes)

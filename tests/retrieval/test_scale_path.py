@@ -215,3 +215,31 @@ def test_streaming_the_texts_drops_the_mappings_pages_and_keeps_the_texts(tmp_pa
     corpus.mapped.release()
     assert _mapped_rss(corpus.path) < 2**20
     assert corpus["P17:0"].text == texts["P17:0"]  # still readable after a release
+
+
+def test_cached_corpora_are_listed_with_their_source_and_pruned_by_last_use(tiny_beir_path,
+                                                                             tmp_path):
+    import os
+    import time
+
+    from tapt.cache_entries import prune_entries
+    from tapt.data.arrow_corpus import list_corpus_files
+
+    other = tmp_path / "other"
+    shutil.copytree(tiny_beir_path, other)
+    for folder in (tiny_beir_path, other):
+        open_arrow_corpus(folder / "corpus.jsonl", cache_dir=tmp_path / "cache")
+    entries = list_corpus_files(tmp_path / "cache")
+    passages = len(load_beir_folder(tiny_beir_path).corpus)
+    assert sorted(e.key["source"] for e in entries) == sorted(
+        str((f / "corpus.jsonl").resolve()) for f in (tiny_beir_path, other))
+    assert [e.rows for e in entries] == [passages, passages]
+    long_ago = time.time() - 40 * 86400
+    for entry in entries:
+        os.utime(entry.path, (long_ago, long_ago))
+    open_arrow_corpus(other / "corpus.jsonl", cache_dir=tmp_path / "cache")  # a reuse
+    deleted = prune_entries(list_corpus_files(tmp_path / "cache"), older_than_days=30)
+    assert [e.key["source"] for e in deleted] == [str((tiny_beir_path / "corpus.jsonl")
+                                                      .resolve())]
+    assert [e.key["source"] for e in list_corpus_files(tmp_path / "cache")] == [
+        str((other / "corpus.jsonl").resolve())]
