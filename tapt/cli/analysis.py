@@ -135,6 +135,7 @@ def _analysis_data(args: argparse.Namespace, splits: list[str]):
     from tapt.data.sources import load_data
 
     return load_data(args.data, args.config, splits, revision=args.revision,
+                     corpus_store=args.corpus_store, corpus_cache=args.corpus_cache,
                      **strictness(args.lenient))
 
 

@@ -381,6 +381,7 @@ def add_model_options(parser: argparse.ArgumentParser, *, several: bool,
 def add_analysis_data(parser: argparse.ArgumentParser, *, split: bool = True,
                       output: str = "results.json") -> None:
     add_source_args(parser, split="test" if split else None, relevance=False)
+    add_corpus_store_args(parser)
     parser.add_argument("--seed", type=seed, default=0, help="seed of every sample")
     add_analysis_outputs(parser, required=True, example=output)
     add_quiet_arg(parser)

@@ -21,6 +21,7 @@ from tapt.cli.eval_views import (
     show_views,
 )
 from tapt.cli.options import (
+    add_corpus_store_args,
     add_data_args,
     add_encoding_args,
     add_quiet_arg,
@@ -74,6 +75,7 @@ def add_parsers(commands) -> None:
     mine = commands.add_parser("mine", help="mine hard negatives from the corpus with BM25 "
                                             "or a model (a teacher), for data.mined_negatives")
     add_source_args(mine, split="train")
+    add_corpus_store_args(mine)
     mine.add_argument("--retriever", required=True,
                       help="bm25, or a model: Hub id, path (e.g. runs/x/final), package:..., "
                            "openai:MODEL / voyage:MODEL")
@@ -208,7 +210,8 @@ def cmd_mine(args: argparse.Namespace) -> int:
     search = search_options(args)
     try:
         dataset = load_data(args.data, args.config, [args.split], revision=args.revision,
-                            relevant_from=args.relevant_from, **strictness(args.lenient))
+                            relevant_from=args.relevant_from, corpus_store=args.corpus_store,
+                            corpus_cache=args.corpus_cache, **strictness(args.lenient))
         retriever = build_retriever(args.retriever if loader is None else loader(),
                                     top_k=args.depth, batch_size=args.batch_size,
                                     progress=progress, search=search)
@@ -233,6 +236,7 @@ def add_score_parser(commands) -> None:
         "score", help="score every (query, passage) of the training rows with a teacher "
                       "(BM25 or a model), for loss.teacher_scores")
     add_source_args(score, split="train")
+    add_corpus_store_args(score)
     score.add_argument("--teacher", required=True,
                        help="bm25, or a model: Hub id, path (e.g. runs/x/final), "
                             "package:..., openai:MODEL / voyage:MODEL")
@@ -266,7 +270,8 @@ def cmd_score(args: argparse.Namespace) -> int:
     search = search_options(args)  # a model teacher's passages go through the cache
     try:
         dataset = load_data(args.data, args.config, [args.split], revision=args.revision,
-                            relevant_from=args.relevant_from, **strictness(args.lenient))
+                            relevant_from=args.relevant_from, corpus_store=args.corpus_store,
+                            corpus_cache=args.corpus_cache, **strictness(args.lenient))
         mined = None
         if args.mined is not None:
             from tapt.data.mined import read_mined

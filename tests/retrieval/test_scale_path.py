@@ -243,3 +243,20 @@ def test_cached_corpora_are_listed_with_their_source_and_pruned_by_last_use(tiny
                                                       .resolve())]
     assert [e.key["source"] for e in list_corpus_files(tmp_path / "cache")] == [
         str((other / "corpus.jsonl").resolve())]
+
+
+@pytest.mark.parametrize("command", ["mine", "score"])
+def test_mine_and_score_on_the_arrow_store_write_the_memory_stores_file(command, tiny_beir_path,
+                                                                        tiny_bert_path, tmp_path):
+    from tapt.cli import main
+
+    flag = "--retriever" if command == "mine" else "--teacher"
+    outputs = {}
+    for store in ("memory", "arrow"):
+        out = tmp_path / f"{command}-{store}.jsonl"
+        assert main([command, "--data", str(tiny_beir_path), flag, str(tiny_bert_path),
+                     "--output", str(out), "--corpus-store", store, "--corpus-cache",
+                     str(tmp_path / "corpora"), "--quiet"]) == 0
+        outputs[store] = [json.loads(line) for line in out.read_text().splitlines()]
+    assert list((tmp_path / "corpora").glob("*.arrow"))  # the arrow run did read Arrow
+    assert outputs["arrow"] == outputs["memory"] and outputs["memory"]
