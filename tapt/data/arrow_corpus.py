@@ -28,7 +28,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -61,15 +61,22 @@ def default_corpus_cache() -> Path:
 
 def choose_store(store: str, path: str | os.PathLike) -> Literal["memory", "arrow"]:
     """``memory`` or ``arrow`` for ``store`` (``auto``: by the size of ``path``)."""
+    size = 0
+    if store == "auto":
+        try:
+            size = Path(path).stat().st_size
+        except OSError:
+            return "memory"  # the dict reader reports the problem
+    return store_for_bytes(store, size)
+
+
+def store_for_bytes(store: str, size: int) -> Literal["memory", "arrow"]:
+    """``memory`` or ``arrow`` for ``store`` given a corpus of ``size`` bytes."""
     if store not in CORPUS_STORES:
         raise ValueError(f"corpus_store must be one of {', '.join(CORPUS_STORES)}, "
                          f"got {store!r}")
     if store != "auto":
         return store
-    try:
-        size = Path(path).stat().st_size
-    except OSError:
-        return "memory"  # the dict reader reports the problem
     return "arrow" if size >= AUTO_ARROW_BYTES else "memory"
 
 
@@ -193,18 +200,30 @@ def open_arrow_corpus(path: str | os.PathLike, *, allow_empty: bool = False,
 
         read_corpus(path)  # the dict reader's message for a missing or odd file
     stat = path.stat()
-    key = json.dumps([FORMAT, stat.st_size, stat.st_mtime_ns, bool(allow_empty)])
+    return cached_arrow_corpus(lambda: iter_jsonl(path), str(path), str(path.resolve()),
+                               [stat.st_size, stat.st_mtime_ns], allow_empty=allow_empty,
+                               cache_dir=cache_dir)
+
+
+def cached_arrow_corpus(records: Callable[[], Iterable[tuple[int, dict]]], label: str,
+                        origin: str, version: list, *, allow_empty: bool = False,
+                        cache_dir: str | os.PathLike | None = None) -> ArrowCorpus:
+    """The :class:`ArrowCorpus` of the ``(line, record)`` pairs ``records()`` gives: the
+    cached file of ``origin`` (what the corpus is: a resolved path, a Hub dataset) at
+    ``version`` (what changes with its content), else written by validating them once
+    (errors name ``label``), replacing the file of an earlier version."""
+    key = json.dumps([FORMAT, *version, bool(allow_empty)])
     folder = Path(cache_dir) if cache_dir is not None else default_corpus_cache()
-    prefix = _digest(str(path.resolve()))
+    prefix = _digest(origin)
     target = folder / f"{prefix}-{_digest(key)}.arrow"
     if not target.is_file():
-        write_arrow_corpus(iter_jsonl(path), path, target, allow_empty=allow_empty)
-        for stale in folder.glob(f"{prefix}-*.arrow"):  # earlier versions of this file
+        write_arrow_corpus(records(), label, target, allow_empty=allow_empty, origin=origin)
+        for stale in folder.glob(f"{prefix}-*.arrow"):  # earlier versions of this corpus
             if stale != target:
                 stale.unlink(missing_ok=True)  # a process mapping it keeps its pages
     else:
         os.utime(target)  # its mtime is its last use (for `tapt cache prune`)
-    return map_arrow_corpus(target, str(path))
+    return map_arrow_corpus(target, label)
 
 
 def _digest(text: str) -> str:
@@ -212,13 +231,15 @@ def _digest(text: str) -> str:
 
 
 def write_arrow_corpus(records: Iterable[tuple[int, dict]], source: str | os.PathLike,
-                       target: Path, *, allow_empty: bool = False) -> None:
-    """Validate ``(line, record)`` pairs (:func:`~tapt.data.beir.checked_passages`) and
-    write them to the Arrow IPC file ``target`` (atomically: a partial file never stays)."""
+                       target: Path, *, allow_empty: bool = False,
+                       origin: str | None = None) -> None:
+    """Validate ``(line, record)`` pairs (:func:`~tapt.data.beir.checked_passages`: errors
+    name ``source``) and write them to the Arrow IPC file ``target`` (atomically: a partial
+    file never stays); ``origin`` (default ``source``) is recorded for ``tapt cache ls``."""
     import pyarrow as pa
 
     schema = pa.schema([("_id", pa.string()), ("title", pa.string()), ("text", pa.string())],
-                       metadata={SOURCE_KEY: str(Path(source).resolve())})
+                       metadata={SOURCE_KEY: str(origin if origin is not None else source)})
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_name(f"{target.name}.{os.getpid()}.partial")
     columns: tuple[list, list, list] = ([], [], [])
@@ -276,5 +297,6 @@ def list_corpus_files(folder: str | os.PathLike | None = None) -> list[CacheEntr
 
 
 __all__ = ["AUTO_ARROW_BYTES", "CORPUS_STORES", "ArrowCorpus", "CorpusStore",
-           "PassageTexts", "choose_store", "corpus_texts", "default_corpus_cache",
-           "list_corpus_files", "open_arrow_corpus", "subset_texts", "write_arrow_corpus"]
+           "PassageTexts", "cached_arrow_corpus", "choose_store", "corpus_texts",
+           "default_corpus_cache", "list_corpus_files", "open_arrow_corpus",
+           "store_for_bytes", "subset_texts", "write_arrow_corpus"]

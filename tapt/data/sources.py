@@ -11,7 +11,13 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-from tapt.data.arrow_corpus import ArrowCorpus, choose_store, open_arrow_corpus
+from tapt.data.arrow_corpus import (
+    ArrowCorpus,
+    cached_arrow_corpus,
+    choose_store,
+    open_arrow_corpus,
+    store_for_bytes,
+)
 from tapt.data.beir import (
     SPLITS,
     BeirDataset,
@@ -52,8 +58,8 @@ def load_data(source: str | os.PathLike, config: str | None = None,
               corpus_cache: str | os.PathLike | None = None) -> BeirDataset:
     """Load ``source``: a local BEIR folder, a local folder holding configs as subfolders,
     or a Hub dataset id (with ``config``). See :func:`load_beir_folder` for the options;
-    ``corpus_store`` (``memory``, ``arrow``, ``auto``) applies to local folders, a Hub
-    corpus is read into memory."""
+    ``corpus_store`` (``memory``, ``arrow``, ``auto``) and ``corpus_cache`` apply to local
+    folders and Hub datasets alike."""
     config = config_name(config)
     splits = tuple(splits)
     path = Path(source)
@@ -72,7 +78,8 @@ def load_data(source: str | os.PathLike, config: str | None = None,
                                 "vinven7/FormBench with config structured")
     return load_hub(str(source), config, splits, revision=revision,
                     require_anchor=require_anchor, relevant_from=relevant_from,
-                    allow_empty=allow_empty, leaks=leaks)
+                    allow_empty=allow_empty, leaks=leaks, corpus_store=corpus_store,
+                    corpus_cache=corpus_cache)
 
 
 def arrow_store(folder: Path, store: str, cache: str | os.PathLike | None,
@@ -85,14 +92,32 @@ def arrow_store(folder: Path, store: str, cache: str | os.PathLike | None,
     return open_arrow_corpus(corpus, allow_empty=allow_empty, cache_dir=cache)
 
 
+def hub_arrow_corpus(rows, label: str, revision: str | None, store: str,
+                     cache: str | os.PathLike | None, allow_empty: bool) -> ArrowCorpus | None:
+    """The Hub corpus ``rows`` (a ``datasets.Dataset``) as an
+    :class:`~tapt.data.arrow_corpus.ArrowCorpus` when ``store`` says so, else None (read
+    into a dict; also for rows that are not a ``Dataset`` with a fingerprint)."""
+    fingerprint = getattr(rows, "_fingerprint", None)
+    table = getattr(rows, "data", None)
+    if fingerprint is None or table is None or \
+            store_for_bytes(store, int(table.nbytes)) != "arrow":
+        return None
+    return cached_arrow_corpus(lambda: enumerate(rows, start=1), f"{label}/corpus.jsonl",
+                               f"{label}@{revision or 'main'}", [fingerprint],
+                               allow_empty=allow_empty, cache_dir=cache)
+
+
 def load_hub(repo_id: str, config: str | None, splits: Iterable[str] = SPLITS, *,
              revision: str | None = None, require_anchor: bool = True,
              relevant_from: int | str = "auto", allow_empty: bool = False,
-             leaks: LeakPolicy = "warn") -> BeirDataset:
+             leaks: LeakPolicy = "warn", corpus_store: str = "memory",
+             corpus_cache: str | os.PathLike | None = None) -> BeirDataset:
     """Load one config of a BEIR dataset on the Hub through ``datasets.load_dataset``.
 
-    The split-leak check reads the other splits' qrels only when they are in the local
-    HF cache (no extra download)."""
+    ``corpus_store`` ``arrow`` (or ``auto`` for a corpus of 256 MiB or more) validates the
+    corpus rows once into tapt's Arrow corpus cache, keyed by the ``datasets`` fingerprint
+    of the downloaded files, instead of a dict. The split-leak check reads the other
+    splits' qrels only when they are in the local HF cache (no extra download)."""
     from datasets import load_dataset
     from huggingface_hub import hf_hub_download, try_to_load_from_cache
 
@@ -108,8 +133,11 @@ def load_hub(repo_id: str, config: str | None, splits: Iterable[str] = SPLITS, *
                       for split in splits}
     except Exception as err:  # datasets/hub raise many types for "not reachable/not cached"
         raise DataError(label, offline_help(repo_id, config, err)) from err
-    corpus = parse_corpus(enumerate(corpus_rows, start=1), f"{label}/corpus.jsonl",
-                          allow_empty=allow_empty)
+    corpus = hub_arrow_corpus(corpus_rows, label, revision, corpus_store, corpus_cache,
+                              allow_empty)
+    if corpus is None:
+        corpus = parse_corpus(enumerate(corpus_rows, start=1), f"{label}/corpus.jsonl",
+                              allow_empty=allow_empty)
     queries = parse_queries(enumerate(query_rows, start=1), f"{label}/queries.jsonl")
     parsed = {split: parse_qrels(path, corpus, queries) for split, path in qrel_files.items()}
     others = {}

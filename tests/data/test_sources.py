@@ -332,3 +332,47 @@ def test_hub_failure_becomes_one_data_error(empty_hf_cache, monkeypatch):
     assert "hf download someone/OtherSet --repo-type dataset --include 'main/*'" in message
     assert "--data data/OtherSet/main" in message
     assert isinstance(info.value.__cause__, ConnectionError)
+
+
+def test_a_hub_corpus_on_the_arrow_store_equals_the_dict_and_is_validated(
+        empty_hf_cache, tmp_path, corpus, queries, qrels, local_downloads):
+    """The real datasets.load_dataset on a Hub-shaped repo, its corpus read into Arrow."""
+    from tapt.data.arrow_corpus import ArrowCorpus, list_corpus_files
+
+    def mimic(name, records):
+        return make_hub_mimic(tmp_path / name, records,
+                              [{"_id": k, "text": v} for k, v in queries.items()],
+                              {split: qrels_tsv(j) for split, j in qrels.items()})
+
+    root = mimic("mimic", records_of(corpus))
+    cache = tmp_path / "corpora"
+    memory = load_hub(str(root), "formbench-sample", ["test"])
+    arrow = load_hub(str(root), "formbench-sample", ["test"], corpus_store="arrow",
+                     corpus_cache=cache)
+    assert isinstance(arrow.corpus, ArrowCorpus) and not isinstance(memory.corpus, ArrowCorpus)
+    assert dict(arrow.corpus) == memory.corpus == corpus
+    assert arrow.qrels == memory.qrels
+    [entry] = list_corpus_files(cache)
+    assert entry.key["source"] == f"hf://datasets/{root}/formbench-sample@main"
+    again = load_hub(str(root), "formbench-sample", ["test"], corpus_store="arrow",
+                     corpus_cache=cache)
+    assert again.corpus.path == arrow.corpus.path  # reused, not written again
+    from tapt.data import arrow_corpus
+
+    auto = load_hub(str(root), "formbench-sample", ["test"], corpus_store="auto",
+                    corpus_cache=cache)
+    assert not isinstance(auto.corpus, ArrowCorpus)  # a small corpus stays a dict
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(arrow_corpus, "AUTO_ARROW_BYTES", 1)
+        assert isinstance(load_hub(str(root), "formbench-sample", ["test"],
+                                   corpus_store="auto", corpus_cache=cache).corpus,
+                          ArrowCorpus)
+    records = records_of(corpus)
+    records[3]["text"] = "   "
+    bad = mimic("bad", records)
+    with pytest.raises(DataError) as info:
+        load_hub(str(bad), "formbench-sample", ["test"], corpus_store="arrow",
+                 corpus_cache=cache)
+    label = f"hf://datasets/{bad}/formbench-sample/corpus.jsonl"
+    assert (info.value.path, info.value.line, info.value.field) == (label, 4, "text")
+    assert len(list_corpus_files(cache)) == 1  # no partial file of the refused corpus
