@@ -13,6 +13,7 @@ Generated data go under ``--folder`` (default /tmp/tapt-bench-scale), streamed t
 CI never runs it. Usage::
 
     python benchmarks/bench_scale.py --sizes 10000 100000
+    python benchmarks/bench_scale.py --sizes 100000 --warm-cache   # + cache cold and warm
     nice -n 10 python benchmarks/bench_scale.py --sizes 1000000 --memory-up-to 0
 """
 
@@ -22,6 +23,7 @@ import argparse
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -174,15 +176,17 @@ def mapped_arrow_bytes(pid: int) -> int:
 
 
 def run_eval(model: Path, data: Path, store: str, cache: Path, out: Path,
-             max_tokens: int) -> dict:
+             max_tokens: int, embeddings: Path | None = None) -> dict:
     """One ``tapt eval`` in a child process, its /proc status sampled every 0.2 s (and
     logged every 10 s to ``out`` with ``.samples.jsonl``: a run stopped early still
     shows how memory grew; its stderr goes to ``out`` with ``.log``)."""
     command = [sys.executable, "-m", "tapt", "eval", "--model", str(model), "--data",
                str(data), "--split", "test", "--corpus-store", store, "--corpus-cache",
-               str(cache), "--no-cache", "--device", "cpu", "--max-tokens-per-batch",
-               str(max_tokens), "--output", str(out), "--overwrite", "--quiet"]
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TAPT_EMBEDDING_CACHE": "0"}
+               str(cache), "--device", "cpu", "--max-tokens-per-batch",
+               str(max_tokens), "--output", str(out), "--overwrite", "--quiet",
+               *(["--no-cache"] if embeddings is None else ["--cache-dir", str(embeddings)])]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1",
+           "TAPT_EMBEDDING_CACHE": "0" if embeddings is None else "1"}
     built = not list(cache.glob("*.arrow"))
     start = time.perf_counter()
     log = out.with_suffix(".log")
@@ -207,6 +211,9 @@ def run_eval(model: Path, data: Path, store: str, cache: Path, out: Path,
         raise RuntimeError(f"tapt eval failed ({child.returncode}):\n"
                            f"{log.read_text()[-3000:]}")
     result = json.loads(out.read_text())
+    search = result["evaluated"].get("search", {})
+    if embeddings is not None:
+        store += " + cache " + ("warm" if search.get("passages_from_cache") else "cold")
     return {"store": store, "peak": peak, "wall_s": wall, "arrow_built": built and
             store == "arrow", "timings": result["timings"],
             "passages": result["evaluated"]["corpus_size"],
@@ -225,7 +232,7 @@ def parts(row: dict, data: Path, cache: Path, dim: int) -> dict[str, float]:
     ids = dict.fromkeys(passage_id(i) for i in range(10_000))
     id_bytes = (sys.getsizeof(ids) + sum(map(sys.getsizeof, ids))) / len(ids) * passages
     return {"corpus.jsonl": (data / "corpus.jsonl").stat().st_size / GIB,
-            "arrow file (mapped)": arrow / GIB if row["store"] == "arrow" else 0.0,
+            "arrow file (mapped)": arrow / GIB if row["store"].startswith("arrow") else 0.0,
             "id map": id_bytes / GIB,
             "token ids per block": 2 * 4 * block / GIB,  # the block and its concatenation
             "index (float32)": passages * dim * 4 / GIB,
@@ -277,6 +284,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="also run --corpus-store memory at sizes up to this (0: never)")
     parser.add_argument("--no-arrow", action="store_true",
                         help="only the --corpus-store memory runs")
+    parser.add_argument("--warm-cache", action="store_true",
+                        help="after each Arrow run, two more with the embedding cache: cold "
+                             "(fills it) and warm (reads it)")
     parser.add_argument("--json", type=Path, default=None, help="also write the rows here")
     parser.add_argument("--show", type=Path, nargs="+", default=None, metavar="JSON",
                         help="only print the tables of rows written by earlier --json runs")
@@ -297,14 +307,21 @@ def main(argv: list[str] | None = None) -> int:
         for store in stores:
             cache = args.folder / f"arrow-{size}"
             cache.mkdir(parents=True, exist_ok=True)
-            row = run_eval(model, data, store, cache, args.folder / f"eval-{size}-{store}.json",
-                           args.max_tokens_per_batch)
-            row["parts"] = parts(row, data, cache, args.dim)
-            rows.append(row)
-            print(json.dumps({key: row[key] for key in ("passages", "store", "peak", "wall_s")}),
-                  flush=True)
-            if args.json:
-                args.json.write_text(json.dumps(rows, indent=2))
+            embeddings = args.folder / f"embeddings-{size}"
+            if store == "arrow" and args.warm_cache:
+                shutil.rmtree(embeddings, ignore_errors=True)  # the cold run starts empty
+            for use_cache in (False, True, True) if store == "arrow" and args.warm_cache \
+                    else (False,):
+                name = f"eval-{size}-{store}" + ("-cache" if use_cache else "")
+                row = run_eval(model, data, store, cache, args.folder / f"{name}.json",
+                               args.max_tokens_per_batch, embeddings if use_cache else None)
+                row["parts"] = parts(row, data, cache, args.dim)
+                rows.append(row)
+                print(json.dumps({key: row[key]
+                                  for key in ("passages", "store", "peak", "wall_s")}),
+                      flush=True)
+                if args.json:
+                    args.json.write_text(json.dumps(rows, indent=2))
     print_tables(rows)
     return 0
 

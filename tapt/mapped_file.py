@@ -1,12 +1,15 @@
 """Read-only memory maps whose resident pages a long streaming read can drop.
 
 A memory-mapped file's pages count in the process's RSS once touched, until it is
-unmapped: one pass over a 6 GB Arrow corpus or a 4 GB embedding shard would leave all of
-it resident (reclaimable page cache, but counted against a job's memory limit and shown by
+unmapped: one pass over a 6 GB Arrow corpus or 4 GB of embedding shards would leave all
+of it resident (reclaimable page cache, but counted against a job's memory limit and shown by
 ``top``). Neither ``pyarrow.memory_map`` nor ``numpy.memmap`` can ``madvise``; a Python
 :class:`mmap.mmap` can, and Arrow and numpy read it zero-copy. :meth:`MappedFile.read`
 counts the bytes a reader used and drops the resident pages (``MADV_DONTNEED``: a later
-read faults them back in from the page cache, unchanged) every ``release_every`` bytes.
+read faults them back in from the page cache, unchanged) every ``release_every`` bytes,
+or once a whole pass was read (a small file is dropped after one pass). Linux drops the
+pages at once; macOS takes the advice for file pages loosely (RSS may not fall); Windows
+has no ``madvise`` (a no-op).
 """
 
 from __future__ import annotations
@@ -28,6 +31,8 @@ class MappedFile:
         with open(path, "rb") as handle:
             self.map = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
         self.release_every = release_every
+        self.data_bytes = len(self.map)
+        """What a full pass of its reader counts (a reader may set it: the .npy data)."""
         self.unreleased = 0
         self.releases = 0
 
@@ -38,9 +43,10 @@ class MappedFile:
         return pa.py_buffer(self.map)
 
     def read(self, nbytes: int) -> None:
-        """Count ``nbytes`` read; past ``release_every``, :meth:`release`."""
+        """Count ``nbytes`` read; past ``release_every`` (or ``data_bytes``, a whole pass),
+        :meth:`release`."""
         self.unreleased += nbytes
-        if self.unreleased >= self.release_every:
+        if self.unreleased >= min(self.release_every, self.data_bytes):
             self.release()
 
     def release(self) -> None:
@@ -67,6 +73,7 @@ def map_npy(path: str | os.PathLike, release_every: int = RELEASE_BYTES
     mapped = MappedFile(path, release_every)
     count = int(np.prod(shape, dtype=np.int64))
     array = np.frombuffer(mapped.map, dtype=dtype, count=count, offset=offset)
+    mapped.data_bytes = max(array.nbytes, 1)
     return mapped, array.reshape(shape, order="F" if fortran else "C")
 
 

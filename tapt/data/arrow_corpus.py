@@ -28,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Literal
@@ -47,6 +48,8 @@ BATCH_ROWS = 4096
 """Passages per Arrow record batch written."""
 FORMAT = 1
 """Bumped when the cached file's layout changes."""
+CACHED_NAME = re.compile(r"[0-9a-f]{16}-[0-9a-f]{16}\.arrow")
+"""The names :func:`cached_arrow_corpus` gives its files (``tapt cache`` touches no other)."""
 SOURCE_KEY = "tapt.source"
 """Schema metadata: the corpus file an Arrow file was read from (for ``tapt cache ls``)."""
 
@@ -222,7 +225,10 @@ def cached_arrow_corpus(records: Callable[[], Iterable[tuple[int, dict]]], label
             if stale != target:
                 stale.unlink(missing_ok=True)  # a process mapping it keeps its pages
     else:
-        os.utime(target)  # its mtime is its last use (for `tapt cache prune`)
+        try:
+            os.utime(target)  # its mtime is its last use (for `tapt cache prune`)
+        except OSError:
+            pass  # a read-only (shared) cache: used as it is
     return map_arrow_corpus(target, label)
 
 
@@ -265,6 +271,7 @@ def map_arrow_corpus(target: Path, source: str) -> ArrowCorpus:
 
     mapped = MappedFile(target)
     table = pa.ipc.open_file(pa.BufferReader(mapped.buffer())).read_all()
+    mapped.data_bytes = max(int(table.nbytes), 1)
     rows: dict[str, int] = {}
     for chunk in table.column("_id").chunks:
         for doc_id in chunk.to_pylist():
@@ -281,7 +288,12 @@ def list_corpus_files(folder: str | os.PathLike | None = None) -> list[CacheEntr
     folder = Path(folder) if folder is not None else default_corpus_cache()
     entries = []
     for path in folder.glob("*.arrow") if folder.is_dir() else ():
-        stat = path.stat()
+        if not CACHED_NAME.fullmatch(path.name):
+            continue  # not a file tapt wrote: never listed, never pruned
+        try:
+            stat = path.stat()
+        except OSError:
+            continue  # deleted meanwhile
         try:
             with pa.memory_map(str(path), "r") as source:
                 reader = pa.ipc.open_file(source)
