@@ -234,7 +234,8 @@ def parts(row: dict, data: Path, cache: Path, dim: int) -> dict[str, float]:
     return {"corpus.jsonl": (data / "corpus.jsonl").stat().st_size / GIB,
             "arrow file (mapped)": arrow / GIB if row["store"].startswith("arrow") else 0.0,
             "id map": id_bytes / GIB,
-            "token ids per block": 2 * 4 * block / GIB,  # the block and its concatenation
+            # the block encoded, the next one tokenized ahead, and its concatenation
+            "token ids (blocks)": 3 * 4 * block / GIB,
             "index (float32)": passages * dim * 4 / GIB,
             "query embeddings": row["queries"] * dim * 4 / GIB}
 

@@ -5,7 +5,9 @@ back and wait) is split here so an accelerator never waits for the host:
 
 1. :func:`tokenize_once` runs the model's own ``preprocess`` (same prompt, truncation and
    special tokens as ``encode``) over the texts without padding, a block of up to
-   :data:`BLOCK_TOKENS` tokens at a time (one block for all but large corpora);
+   :data:`BLOCK_TOKENS` tokens at a time (one block for all but large corpora); the next
+   block is tokenized on a thread while the current one is encoded
+   (:func:`_one_ahead`), so a GPU does not wait for the tokenizer between blocks;
 2. batches are cut by a token budget within the block, longest first
    (:func:`~tapt.encoders.token_batches.token_budget_batches`);
 3. a background thread pads the next batches (numpy, pinned memory on CUDA) while the
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import collections
 import inspect
+import threading
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
@@ -50,9 +53,10 @@ call come back as Python lists (~180 bytes a token), so 4,096 FormBench passages
 call would take ~1 GB for a moment."""
 
 BLOCK_TOKENS = 2**26
-"""Token ids :func:`encode_texts` holds at once (~67M tokens, 256 MB of int32; about
-50k FormBench passages): texts are tokenized and encoded block by block, so a
-1M-passage corpus (~1.3 billion tokens) never holds all its ids."""
+"""Token ids of one block (~67M tokens, 256 MB of int32; about 50k FormBench passages):
+texts are tokenized and encoded block by block, so a 1M-passage corpus (~1.3 billion
+tokens) never holds all its ids: at most two blocks (the one encoded, the next one
+tokenized) are alive."""
 
 
 def supports_token_batching(model) -> bool:
@@ -131,16 +135,35 @@ def _prefetched(make, items: list) -> Iterator:
             yield result
 
 
+def _one_ahead(items: Iterator, stop: threading.Event) -> Iterator:
+    """The items of ``items``, the next one computed on a thread while the caller uses the
+    current one (at most two alive); an error raised making an item is raised here. A
+    caller that stops early sets ``stop`` (``items`` checks it and ends) and does not wait."""
+    done = object()
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tapt-tokenize")
+    try:
+        pending = pool.submit(next, items, done)
+        while (item := pending.result()) is not done:
+            pending = pool.submit(next, items, done)
+            yield item
+    finally:
+        stop.set()
+        pool.shutdown(wait=False, cancel_futures=True)
+
+
 def tokenized_blocks(model, texts: Sequence[str], *, prompt: str | None, task: TextKind,
-                     block_tokens: int) -> Iterator[tuple[int, TokenizedTexts]]:
+                     block_tokens: int, stop: threading.Event | None = None
+                     ) -> Iterator[tuple[int, TokenizedTexts]]:
     """``(first position, token ids)`` of consecutive blocks of ``texts``: whole
     tokenizer calls of about :data:`TOKENIZE_CHARS` characters (at most
     :data:`TOKENIZE_CHUNK` texts), cut once a block reaches ``block_tokens`` tokens (so a
-    block may exceed it by one call)."""
+    block may exceed it by one call). Ends early once ``stop`` is set."""
     parts: list[TokenizedTexts] = []
     start = tokens = position = 0
     step = min(TOKENIZE_CHUNK, 256)
     while position < len(texts):
+        if stop is not None and stop.is_set():
+            return
         chunk = texts[position:position + step]
         parts.append(part := tokenize_once(model, chunk, prompt=prompt, task=task))
         position += len(chunk)
@@ -182,8 +205,10 @@ def encode_texts(model, texts: Sequence[str], *, kind: TextKind, max_tokens: int
     bar = tqdm(total=len(texts), desc=f"tokenize+encode {kind}s", unit="text",
                disable=None if progress else True)  # one bar over every block
     try:
-        for start, tokenized in tokenized_blocks(model, texts, prompt=prompt, task=kind,
-                                                 block_tokens=block_tokens):
+        stop = threading.Event()
+        blocks = tokenized_blocks(model, texts, prompt=prompt, task=kind,
+                                  block_tokens=block_tokens, stop=stop)
+        for start, tokenized in _one_ahead(blocks, stop):
             for batch in encode_tokenized(model, tokenized, kind=kind, max_tokens=max_tokens,
                                           max_rows=max_rows, dtype=dtype, bar=bar):
                 batch.positions = batch.positions + start

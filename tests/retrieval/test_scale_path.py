@@ -6,6 +6,7 @@ data, that the path gives what the dict path and one-block encoding give."""
 from __future__ import annotations
 
 import json
+import mmap
 import shutil
 
 import numpy as np
@@ -137,6 +138,73 @@ def test_blockwise_encoding_gives_the_embeddings_and_rankings_of_one_block(
     assert blocked_report.metrics == pytest.approx(report.metrics)
 
 
+def test_the_next_block_is_tokenized_on_a_thread_while_this_one_is_encoded(
+        tiny_bert_path, monkeypatch):
+    import threading
+
+    from sentence_transformers import SentenceTransformer
+
+    from tapt.encoders import st_inference
+
+    model = SentenceTransformer(str(tiny_bert_path), device="cpu")
+    texts = [f"passage {i} on a binder in the coating" for i in range(12)]
+    threads: list[str] = []
+    tokenizing = [threading.Event() for _ in range(3)]  # block i's tokenization began
+    overlapped: list[bool] = []
+    tokenize, encode = st_inference.tokenize_once, st_inference.encode_tokenized
+
+    def logged_tokenize(model, chunk, **kwargs):
+        tokenizing[len(threads)].set()
+        threads.append(threading.current_thread().name)
+        return tokenize(model, chunk, **kwargs)
+
+    def logged_encode(model, tokenized, **kwargs):
+        yield from encode(model, tokenized, **kwargs)
+        block = len(overlapped)
+        if block + 1 < len(tokenizing):  # the next block began before this one ended
+            overlapped.append(tokenizing[block + 1].wait(timeout=5))
+
+    monkeypatch.setattr(st_inference, "tokenize_once", logged_tokenize)
+    monkeypatch.setattr(st_inference, "encode_tokenized", logged_encode)
+    monkeypatch.setattr(st_inference, "TOKENIZE_CHUNK", 4)  # blocks of one 4-text chunk
+    list(st_inference.encode_texts(model, texts, kind="document", max_tokens=256,
+                                   block_tokens=1))
+    assert len(threads) == 3 and all(name.startswith("tapt-tokenize") for name in threads)
+    assert overlapped == [True, True]
+
+    # Stopping early: blocks of two tokenizer calls; the 3rd call (block 2's first) is
+    # held until the consumer has stopped, and block 2's second call must never come.
+    calls: list[int] = []
+    gate = threading.Event()
+
+    def held_tokenize(model, chunk, **kwargs):
+        calls.append(len(chunk))
+        if len(calls) == 3:
+            gate.wait(timeout=30)
+        return tokenize(model, chunk, **kwargs)
+
+    monkeypatch.setattr(st_inference, "tokenize_once", held_tokenize)
+    monkeypatch.setattr(st_inference, "encode_tokenized", encode)
+    four = tokenize(model, texts[:4], prompt=None, task="document").total_tokens
+    stream = st_inference.encode_texts(model, texts * 2, kind="document", max_tokens=256,
+                                       block_tokens=int(1.5 * four))
+    next(stream)
+    stream.close()  # the consumer stops during block 1
+    gate.set()
+    for thread in threading.enumerate():
+        if thread.name.startswith("tapt-tokenize"):
+            thread.join(timeout=30)
+    assert len(calls) <= 3  # the tokenizer thread stopped inside block 2
+
+    def broken(model, chunk, **kwargs):
+        raise ValueError("tokenizer failed")
+
+    monkeypatch.setattr(st_inference, "tokenize_once", broken)
+    with pytest.raises(ValueError, match="tokenizer failed"):
+        list(st_inference.encode_texts(model, texts, kind="document", max_tokens=256,
+                                       block_tokens=1))
+
+
 def test_cli_eval_arrow_store_gives_the_memory_stores_metrics(tiny_bert_path, tiny_beir_path,
                                                               tmp_path):
     from tapt.cli import main
@@ -187,6 +255,7 @@ def _mapped_rss(path) -> int | None:
     return total
 
 
+@pytest.mark.skipif(not hasattr(mmap, "MADV_DONTNEED"), reason="no madvise here")
 def test_streaming_the_texts_drops_the_mappings_pages_and_keeps_the_texts(tmp_path,
                                                                            monkeypatch):
     from tapt.data import arrow_corpus
@@ -229,6 +298,7 @@ def test_cached_corpora_are_listed_with_their_source_and_pruned_by_last_use(tiny
     shutil.copytree(tiny_beir_path, other)
     for folder in (tiny_beir_path, other):
         open_arrow_corpus(folder / "corpus.jsonl", cache_dir=tmp_path / "cache")
+    (tmp_path / "cache" / "results.arrow").write_bytes(b"not tapt's")  # never listed
     entries = list_corpus_files(tmp_path / "cache")
     passages = len(load_beir_folder(tiny_beir_path).corpus)
     assert sorted(e.key["source"] for e in entries) == sorted(
@@ -243,6 +313,7 @@ def test_cached_corpora_are_listed_with_their_source_and_pruned_by_last_use(tiny
                                                       .resolve())]
     assert [e.key["source"] for e in list_corpus_files(tmp_path / "cache")] == [
         str((other / "corpus.jsonl").resolve())]
+    assert (tmp_path / "cache" / "results.arrow").exists()
 
 
 @pytest.mark.parametrize("command", ["mine", "score"])
