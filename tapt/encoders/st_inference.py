@@ -5,9 +5,9 @@ back and wait) is split here so an accelerator never waits for the host:
 
 1. :func:`tokenize_once` runs the model's own ``preprocess`` (same prompt, truncation and
    special tokens as ``encode``) over the texts without padding, a block of up to
-   :data:`BLOCK_TOKENS` tokens at a time (one block for all but large corpora); the next
-   block is tokenized on a thread while the current one is encoded
-   (:func:`_one_ahead`), so a GPU does not wait for the tokenizer between blocks;
+   :data:`BLOCK_TOKENS` tokens at a time (one block for all but large corpora); on an
+   accelerator the next block is tokenized on a thread while the current one is encoded
+   (:func:`_one_ahead`, :data:`TOKENIZE_AHEAD`), so it does not wait for the tokenizer;
 2. batches are cut by a token budget within the block, longest first
    (:func:`~tapt.encoders.token_batches.token_budget_batches`);
 3. a background thread pads the next batches (numpy, pinned memory on CUDA) while the
@@ -56,7 +56,13 @@ BLOCK_TOKENS = 2**26
 """Token ids of one block (~67M tokens, 256 MB of int32; about 50k FormBench passages):
 texts are tokenized and encoded block by block, so a 1M-passage corpus (~1.3 billion
 tokens) never holds all its ids: at most two blocks (the one encoded, the next one
-tokenized) are alive."""
+tokenized: :data:`TOKENIZE_AHEAD`) are alive."""
+
+
+TOKENIZE_AHEAD: bool | None = None
+"""Tokenize the next block while one is encoded: None (default) on accelerators only. On
+a CPU the tokenizer and the model share the cores: 100k FormBench-length passages on 2
+cores took 300 s with it and 262 s without (benchmarks/README.md, "Scale")."""
 
 
 def supports_token_batching(model) -> bool:
@@ -208,7 +214,8 @@ def encode_texts(model, texts: Sequence[str], *, kind: TextKind, max_tokens: int
         stop = threading.Event()
         blocks = tokenized_blocks(model, texts, prompt=prompt, task=kind,
                                   block_tokens=block_tokens, stop=stop)
-        for start, tokenized in _one_ahead(blocks, stop):
+        ahead = model.device.type != "cpu" if TOKENIZE_AHEAD is None else TOKENIZE_AHEAD
+        for start, tokenized in _one_ahead(blocks, stop) if ahead else blocks:
             for batch in encode_tokenized(model, tokenized, kind=kind, max_tokens=max_tokens,
                                           max_rows=max_rows, dtype=dtype, bar=bar):
                 batch.positions = batch.positions + start

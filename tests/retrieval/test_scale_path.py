@@ -138,7 +138,7 @@ def test_blockwise_encoding_gives_the_embeddings_and_rankings_of_one_block(
     assert blocked_report.metrics == pytest.approx(report.metrics)
 
 
-def test_the_next_block_is_tokenized_on_a_thread_while_this_one_is_encoded(
+def test_on_an_accelerator_the_next_block_is_tokenized_while_this_one_is_encoded(
         tiny_bert_path, monkeypatch):
     import threading
 
@@ -165,8 +165,14 @@ def test_the_next_block_is_tokenized_on_a_thread_while_this_one_is_encoded(
             overlapped.append(tokenizing[block + 1].wait(timeout=5))
 
     monkeypatch.setattr(st_inference, "tokenize_once", logged_tokenize)
-    monkeypatch.setattr(st_inference, "encode_tokenized", logged_encode)
     monkeypatch.setattr(st_inference, "TOKENIZE_CHUNK", 4)  # blocks of one 4-text chunk
+    list(st_inference.encode_texts(model, texts, kind="document", max_tokens=256,
+                                   block_tokens=1))
+    assert threads == ["MainThread"] * 3  # the default on a CPU: one after the other
+    threads.clear()
+    tokenizing[:] = [threading.Event() for _ in range(3)]
+    monkeypatch.setattr(st_inference, "encode_tokenized", logged_encode)
+    monkeypatch.setattr(st_inference, "TOKENIZE_AHEAD", True)  # as on an accelerator
     list(st_inference.encode_texts(model, texts, kind="document", max_tokens=256,
                                    block_tokens=1))
     assert len(threads) == 3 and all(name.startswith("tapt-tokenize") for name in threads)
