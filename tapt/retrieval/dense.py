@@ -125,16 +125,17 @@ def passage_stream(encoder: Encoder, texts: Sequence[str], batch_size: int,
     (:class:`CacheWriter`); positions always index ``texts``. ``tally`` (complete once the
     generator is exhausted) counts the encoded texts' tokens and non-finite rows, with
     ``from_cache`` the hits."""
-    misses, to_encode = None, texts
+    misses, to_encode, digests = None, texts, None
     if cache is not None:
         hits = cache.lookup(texts)
+        digests = hits.digests
         misses = np.flatnonzero(~hits.found)
         to_encode = subset_texts(texts, misses)  # lazy for an Arrow corpus: no text copy
         found = np.flatnonzero(hits.found)
         for start in range(0, len(found), CACHED_ROWS_PER_BATCH):  # not one N x dim copy
             part = found[start:start + CACHED_ROWS_PER_BATCH]
             yield EncodedBatch(positions=part, embeddings=hits.rows(part), tokens=0)
-    writer = CacheWriter(cache, texts)
+    writer = CacheWriter(cache, digests)
     for batch in stream_embeddings(encoder, to_encode, "document", batch_size, tally):
         if misses is not None:
             batch.positions = misses[batch.positions]
@@ -298,11 +299,12 @@ class DenseRetriever:
 class CacheWriter:
     """Collects newly encoded passages and stores them in shards of at most
     :data:`CACHE_SHARD_ROWS` rows as they come (memory stays bounded); rows of a batch with
-    a non-finite embedding are never stored."""
+    a non-finite embedding are never stored. ``digests``: the digests of every text the
+    positions index (:attr:`CacheHits.digests`), so no text is read again."""
 
-    def __init__(self, cache, texts: Sequence[str]) -> None:
+    def __init__(self, cache, digests: np.ndarray | None) -> None:
         self.cache = cache
-        self.texts = texts
+        self.digests = digests
         self.positions: list[np.ndarray] = []
         self.rows: list[np.ndarray] = []
         self.count = 0
@@ -320,8 +322,9 @@ class CacheWriter:
         if self.cache is None or not self.count:
             return
         positions = np.concatenate(self.positions)
-        self.cache.put([self.texts[i] for i in positions], np.concatenate(self.rows))
+        rows = np.concatenate(self.rows)
         self.positions, self.rows, self.count = [], [], 0
+        self.cache.put_digests(self.digests[positions], rows)
 
 
 def throughput(passages: int, tokens: int | None, corpus_seconds: float, queries: int,

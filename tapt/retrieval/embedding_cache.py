@@ -96,12 +96,13 @@ class _Shard:
 @dataclass
 class CacheHits:
     """Where the cached rows of some texts lie (``found``; ``shard`` and ``row``, -1 where
-    not found); :meth:`rows` reads the rows of some of them."""
+    not found) and the texts' digests; :meth:`rows` reads the rows of some of them."""
 
     found: np.ndarray  # (n,) bool
     shard: np.ndarray  # (n,) int64
     row: np.ndarray  # (n,) int64
     shards: list[_Shard]
+    digests: np.ndarray  # (n,) V16: the texts' digests, for writing the misses back
 
     def rows(self, positions: np.ndarray) -> np.ndarray:
         """float32 ``(len(positions), dim)`` rows of the texts at ``positions`` (all found)."""
@@ -196,7 +197,7 @@ class EmbeddingCache:
             found |= match
         self.hits += int(found.sum())
         self.misses += int((~found).sum())
-        return CacheHits(found, shard_of, row_of, list(self.shards))
+        return CacheHits(found, shard_of, row_of, list(self.shards), digests)
 
     def get(self, texts: Sequence[str]) -> tuple[np.ndarray | None, np.ndarray]:
         """``(rows, found)``: ``found[i]`` says whether text ``i`` is cached; ``rows`` is a
@@ -211,17 +212,22 @@ class EmbeddingCache:
 
     def put(self, texts: Sequence[str], rows: np.ndarray) -> None:
         """Store the rows of ``texts`` as a new shard (atomic: manifest written last)."""
+        self.put_digests(text_digests(texts), rows)
+
+    def put_digests(self, digests: np.ndarray, rows: np.ndarray) -> None:
+        """:meth:`put` for texts whose :func:`text_digests` are known (a :class:`CacheHits`
+        has them: the texts need not be read again)."""
         rows = np.asarray(rows)
-        if rows.ndim != 2 or len(rows) != len(texts):
-            raise ValueError(f"expected {len(texts)} rows, got an array of shape {rows.shape}")
-        if not len(texts):
+        if rows.ndim != 2 or len(rows) != len(digests):
+            raise ValueError(f"expected {len(digests)} rows, got an array of shape "
+                             f"{rows.shape}")
+        if not len(digests):
             return
         if self.shards and rows.shape[1] != self.shards[0].rows.shape[1]:
             raise ValueError(f"rows of dimension {rows.shape[1]} do not match the cached "
                              f"{self.shards[0].rows.shape[1]}")
         stem = f"shard-{time.time_ns():020d}-{os.getpid()}"
-        digests = text_digests(texts)
-        stored = rows.astype(self.storage_dtype)
+        stored = rows.astype(self.storage_dtype, copy=False)
         for suffix, array in (("rows", stored), ("digests", digests)):
             final = self.folder / f"{stem}.{suffix}.npy"
             partial = final.with_name(final.name + ".partial")
@@ -231,7 +237,7 @@ class EmbeddingCache:
                 os.fsync(handle.fileno())
             os.replace(partial, final)
         _atomic_write(self.folder / f"{stem}.json", json.dumps(
-            {"rows": len(texts), "dim": int(rows.shape[1]), "dtype": self.storage_dtype}))
+            {"rows": len(digests), "dim": int(rows.shape[1]), "dtype": self.storage_dtype}))
         shard = self._open(stem)
         if shard is not None:
             self.shards.append(shard)
