@@ -61,8 +61,9 @@ tokenized: :data:`TOKENIZE_AHEAD`) are alive."""
 
 TOKENIZE_AHEAD: bool | None = None
 """Tokenize the next block while one is encoded: None (default) on accelerators only. On
-a CPU the tokenizer and the model share the cores: 100k FormBench-length passages on 2
-cores took 300 s with it and 262 s without (benchmarks/README.md, "Scale")."""
+a CPU the tokenizer and the model share the cores, and 100k FormBench-length passages on
+2 cores gained nothing measurable (300 s overlapped; 262 s and 302 s in order, one run
+each: benchmarks/README.md, "Scale") for one more block of token ids held."""
 
 
 def supports_token_batching(model) -> bool:
