@@ -223,19 +223,22 @@ def run_eval(model: Path, data: Path, store: str, cache: Path, out: Path,
 
 def parts(row: dict, data: Path, cache: Path, dim: int) -> dict[str, float]:
     """What each part holds, in GiB (figures from the sizes, not sampled)."""
+    from tapt.data.arrow_corpus import CACHED_NAME
     from tapt.encoders.st_inference import BLOCK_TOKENS, TOKENIZE_CHUNK
 
     passages, tokens = row["passages"], row["timings"].get("corpus_tokens", 0)
     per_text = tokens / max(passages, 1)
     block = min(tokens, BLOCK_TOKENS + TOKENIZE_CHUNK * per_text)
-    arrow = sum(path.stat().st_size for path in cache.glob("*.arrow"))
+    arrow = sum(path.stat().st_size for path in cache.glob("*.arrow")
+                if CACHED_NAME.fullmatch(path.name))  # not files of older tapt versions
     ids = dict.fromkeys(passage_id(i) for i in range(10_000))
     id_bytes = (sys.getsizeof(ids) + sum(map(sys.getsizeof, ids))) / len(ids) * passages
     return {"corpus.jsonl": (data / "corpus.jsonl").stat().st_size / GIB,
             "arrow file (mapped)": arrow / GIB if row["store"].startswith("arrow") else 0.0,
             "id map": id_bytes / GIB,
-            # the block encoded, the next one tokenized ahead, and its concatenation
-            "token ids (blocks)": 3 * 4 * block / GIB,
+            # the block and its concatenation (on a CPU blocks go in order; an
+            # accelerator tokenizes the next one ahead: one block more)
+            "token ids (blocks)": 2 * 4 * block / GIB,
             "index (float32)": passages * dim * 4 / GIB,
             "query embeddings": row["queries"] * dim * 4 / GIB}
 
@@ -263,12 +266,13 @@ def print_tables(rows: list[dict]) -> None:
     held = Table(title="what each part holds (GiB, from the sizes)")
     held.add_column("passages", justify="right")
     held.add_column("store")
-    names = list(rows[0]["parts"])
+    names = list(dict.fromkeys(name for row in rows for name in row["parts"]))
     for name in names:
         held.add_column(name, justify="right")
-    for row in rows:
+    for row in rows:  # rows of older runs may lack a part
         held.add_row(f"{row['passages']:,}", row["store"],
-                     *(f"{row['parts'][name]:.3f}" for name in names))
+                     *(f"{row['parts'][name]:.3f}" if name in row["parts"] else "-"
+                       for name in names))
     console.print(held)
 
 
