@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from two_ranks import torchrun_two
 
 from tapt.cli import main
 from tapt.recipe import load_recipe
@@ -22,12 +23,7 @@ WORKER = Path(__file__).with_name("ddp_worker.py")
 def run_two_ranks(recipe_file: Path, records: Path, port: int) -> list[dict]:
     """Train ``recipe_file`` on 2 CPU processes (gloo) with the recording worker; each
     rank's record (world size, batches, ...)."""
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1",
-           "TOKENIZERS_PARALLELISM": "false"}
-    done = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
-         "--master_port", str(port), str(WORKER), str(recipe_file), str(records)],
-        env=env, capture_output=True, text=True, timeout=600, check=False)
+    done = torchrun_two([str(WORKER), str(recipe_file), str(records)], port)
     assert done.returncode == 0, done.stderr[-4000:]
     return [json.loads((records / f"rank{r}.json").read_text()) for r in (0, 1)]
 
@@ -99,13 +95,8 @@ def test_a_nan_on_one_rank_stops_every_rank_at_that_step(make_recipe):
     recipe_file, output = make_recipe("ddp-nan", training={"max_steps": 4, "eval_steps": 2,
                                                            "per_device_batch_size": 4},
                                       eval={"batch_size": 4})
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1",
-           "TOKENIZERS_PARALLELISM": "false"}
-    done = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
-         "--master_port", "29534", str(WORKER.with_name("ddp_nan_worker.py")),
-         str(recipe_file)],
-        env=env, capture_output=True, text=True, timeout=600, check=False)
+    done = torchrun_two([str(WORKER.with_name("ddp_nan_worker.py")), str(recipe_file)],
+                        29534)
     assert done.returncode != 0
     assert "optimizer step 2 on rank 1" in " ".join(done.stdout.split()), done.stdout[-3000:]
     results = json.loads((output / "results.json").read_text())
@@ -127,12 +118,7 @@ def test_dapt_under_two_processes(make_recipe, tmp_path, tiny_bert_path, synth_p
               "eval": {"batch_size": 4}, "output_dir": str(output)}
     path = tmp_path / "dapt-ddp.yaml"
     path.write_text(json.dumps(recipe), encoding="utf-8")  # JSON is YAML
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1",
-           "TOKENIZERS_PARALLELISM": "false"}
-    done = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
-         "--master_port", "29535", "-m", "tapt", "dapt", str(path)],
-        env=env, capture_output=True, text=True, timeout=600, check=False)
+    done = torchrun_two(["-m", "tapt", "dapt", str(path)], 29535)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     steps = [json.loads(line)["step"] for line in
              (output / "metrics.jsonl").read_text().splitlines()]

@@ -178,21 +178,13 @@ def test_guard_and_average_last_under_two_processes(make_recipe, tiny_beir_path,
     """Under torchrun (2 CPU ranks, gloo) the guard set is evaluated with both ranks encoding
     (rank 0 writes the line), equal to a single-process ``tapt eval``; ``average_last``
     averages on every rank and rank 0 exports the mean."""
-    import os
-    import subprocess
-    import sys
-
     from test_average_last import assert_mean_of
+    from two_ranks import torchrun_two
 
     recipe_file, output = make_recipe(
         "ddp-guard", training={**GUARD, "per_device_batch_size": 4, "average_last": 2},
         eval={"batch_size": 4, "guard_data": str(tiny_beir_path)})
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1",
-           "TOKENIZERS_PARALLELISM": "false"}
-    done = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
-         "--master_port", "29547", "-m", "tapt", "train", str(recipe_file)],
-        env=env, capture_output=True, text=True, timeout=600, check=False)
+    done = torchrun_two(["-m", "tapt", "train", str(recipe_file)], 29547)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     history = {e["step"]: e for e in map(json.loads, (output / "metrics.jsonl").read_text()
                                            .splitlines())}
