@@ -251,13 +251,11 @@ def _guard_set(args: argparse.Namespace):
     """``--guard-data``'s :class:`~tapt.training.merge.GuardSet` (None without it)."""
     if args.guard_data is None:
         return None
-    from tapt.data.beir import strictness
-    from tapt.data.sources import load_data
+    from tapt.training.guard_data import load_guard_data
     from tapt.training.merge import GuardSet
 
-    dataset = load_data(args.guard_data, None, [args.guard_split],
-                        relevant_from=args.guard_relevant_from,
-                        **strictness(args.guard_lenient))
+    dataset = load_guard_data(args.guard_data, args.guard_split,
+                              relevant_from=args.guard_relevant_from, lenient=args.guard_lenient)
     return GuardSet(dataset, split=args.guard_split, tolerance=args.guard_tolerance)
 
 

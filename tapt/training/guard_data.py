@@ -15,12 +15,22 @@ GUARD_NAME = "guard"
 ``eval_guard_<metric>`` in the trainer's logs."""
 
 
+def load_guard_data(source: str, split: str, *, relevant_from: int | str = "auto",
+                    lenient: bool = False):
+    """The guard set's dataset with only ``split`` (the recipe's ``eval.guard_*`` and
+    ``tapt merge --guard-*`` read it alike); errors are the loader's."""
+    from tapt.data.beir import strictness
+    from tapt.data.sources import load_data
+
+    return load_data(source, None, [split], relevant_from=relevant_from,
+                     **strictness(lenient))
+
+
 def guard_evaluator(recipe: Recipe):
     """The recipe's guard evaluator (None without ``eval.guard_data``): the guard split on
     its sub-corpus (``eval.guard_distractors``, seeded with ``data.dev_seed``), encoded as
     dev is (batch size, top-k, dtype, titles)."""
-    from tapt.data.beir import DataError, strictness
-    from tapt.data.sources import load_data
+    from tapt.data.beir import DataError
     from tapt.data.subcorpus import subcorpus_ids
     from tapt.retrieval.in_loop import RetrievalEvaluator
 
@@ -28,9 +38,9 @@ def guard_evaluator(recipe: Recipe):
     if settings.guard_data is None:
         return None
     try:
-        dataset = load_data(settings.guard_data, None, [settings.guard_split],
-                            relevant_from=settings.guard_relevant_from,
-                            **strictness(settings.guard_lenient))
+        dataset = load_guard_data(settings.guard_data, settings.guard_split,
+                                  relevant_from=settings.guard_relevant_from,
+                                  lenient=settings.guard_lenient)
         corpus_ids = subcorpus_ids(dataset, settings.guard_split,
                                    distractors=settings.guard_distractors,
                                    seed=recipe.data.dev_seed)
