@@ -51,6 +51,22 @@ def model_retriever(model, *, name: str, batch_size: int, top_k: int,
                            search=SearchOptions(cache_dir=cache_dir))
 
 
+def logged_values(name: str, steps: int, outcome: dict,
+                  seconds: float | None = None) -> dict[str, float]:
+    """The metrics of a :meth:`RetrievalEvaluator.measure` outcome (NaN for every metric of
+    a refusal), logged: an error for a refusal, else one info line (with ``seconds``)."""
+    if outcome["error"]:
+        logger.error("%s step %s: evaluation refused: %s", name, steps, outcome["error"])
+        return {key: float("nan") for key in METRIC_KEYS}
+    values = dict(outcome["metrics"])
+    shown = ", ".join(f"{k} {v:.4f}" for k, v in values.items())
+    if seconds is None:
+        logger.info("%s step %s: %s", name, steps, shown)
+    else:
+        logger.info("%s step %s: %s (%.1fs)", name, steps, shown, seconds)
+    return values
+
+
 class RetrievalEvaluator(BaseEvaluator):
     """Evaluate a SentenceTransformer on one split of a BEIR dataset.
 
@@ -137,18 +153,13 @@ class RetrievalEvaluator(BaseEvaluator):
         outcome, dtype = self.measure(model)
         seconds = time.perf_counter() - start
         record = {"step": steps, "epoch": epoch, "seconds": seconds, "dtype": dtype}
+        values = logged_values(self.name, steps, outcome, seconds)
         if outcome["error"]:
-            logger.error("%s step %s: evaluation refused: %s", self.name, steps,
-                         outcome["error"])
             record.update({key: None for key in METRIC_KEYS}, error=outcome["error"],
                           nonfinite=outcome["nonfinite"],
                           nonfinite_kind=outcome["nonfinite_kind"])
             self.refusals.append(record)
-            values = {key: float("nan") for key in METRIC_KEYS}
         else:
-            values = outcome["metrics"]
-            logger.info("%s step %s: %s (%.1fs)", self.name, steps,
-                        ", ".join(f"{k} {v:.4f}" for k, v in values.items()), seconds)
             record.update(values)
         metrics = self.prefix_name_to_metrics(dict(values), self.name)
         if not outcome["error"]:  # dev only: the guard set is not this evaluator's metric
@@ -169,17 +180,13 @@ class RetrievalEvaluator(BaseEvaluator):
         start = time.perf_counter()
         outcome, _ = self.guard.measure(model)
         record["guard_seconds"] = time.perf_counter() - start
+        values = logged_values(self.guard.name, steps, outcome)
         if outcome["error"]:
-            logger.error("%s step %s: evaluation refused: %s", self.guard.name, steps,
-                         outcome["error"])
             record.update({f"guard_{key}": None for key in METRIC_KEYS},
                           guard_error=outcome["error"])
-            return {key: float("nan") for key in METRIC_KEYS}
-        values = outcome["metrics"]
-        logger.info("%s step %s: %s", self.guard.name, steps,
-                    ", ".join(f"{k} {v:.4f}" for k, v in values.items()))
-        record.update({f"guard_{key}": value for key, value in values.items()})
-        return dict(values)
+        else:
+            record.update({f"guard_{key}": value for key, value in values.items()})
+        return values
 
     @property
     def description(self) -> str:
