@@ -8,7 +8,8 @@ fractions' passages once; each fraction then fills its own exact index from thos
 searches it (:func:`tapt.retrieval.dense.rank`) and is scored by
 :func:`tapt.retrieval.metrics.score_run`. With ``cache_dir`` the union's passages go through
 the embedding cache as ``tapt eval``'s do (a later ablation or eval of the model hits).
-BM25's statistics depend on the corpus, so ``bm25`` is re-indexed per fraction through :func:`tapt.retrieval.evaluate.evaluate`.
+BM25's statistics depend on the corpus, so ``bm25`` is re-indexed per fraction through
+:func:`tapt.retrieval.evaluate.evaluate`.
 
 Example::
 
@@ -27,6 +28,7 @@ import numpy as np
 from tapt.analysis import plots
 from tapt.analysis.embed import embed, materialized
 from tapt.bounds import FRACTION, POSITIVE_INT, SEED
+from tapt.data.arrow_corpus import corpus_texts as passage_texts
 from tapt.data.beir import BeirDataset
 from tapt.data.subcorpus import subcorpus_ids
 from tapt.encoders.base import Encoder
@@ -100,7 +102,7 @@ def ablate_encoder(encoder: Encoder, dataset: BeirDataset, split: str,
     queries = embed(encoder, query_texts, "query", ids=query_ids, batch_size=batch_size)
     start = time.perf_counter()
     tally = EncodingTally()
-    passages = embed(encoder, [dataset.corpus[d].as_text(with_title) for d in union],
+    passages = embed(encoder, passage_texts(dataset.corpus, union, with_title),
                      "document", ids=union, batch_size=batch_size, cache_dir=cache_dir,
                      tally=tally)
     seconds = time.perf_counter() - start

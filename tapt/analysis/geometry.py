@@ -41,6 +41,7 @@ import numpy as np
 from tapt.analysis import plots
 from tapt.analysis.embed import embed, unit_rows
 from tapt.bounds import POSITIVE_INT, SEED
+from tapt.data.arrow_corpus import corpus_texts as passage_texts
 from tapt.data.beir import ANCHOR, HARD_NEGATIVE, SOFT_NEGATIVE, BeirDataset, Qrels
 from tapt.data.subcorpus import subcorpus_ids
 from tapt.encoders.base import Encoder
@@ -201,7 +202,7 @@ def analyze_geometry(encoder: Encoder, dataset: BeirDataset, split: str, *,
                                 seed=seed)
     queries = embed(encoder, query_texts, "query", ids=query_ids, batch_size=batch_size)
     tally = EncodingTally()
-    passages = embed(encoder, [dataset.corpus[d].as_text(with_title) for d in passage_ids],
+    passages = embed(encoder, passage_texts(dataset.corpus, passage_ids, with_title),
                      "document", ids=passage_ids, batch_size=batch_size, cache_dir=cache_dir,
                      tally=tally)
     info = {"data": dataset.source, "split": split, "distractors": distractors,

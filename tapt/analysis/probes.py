@@ -33,6 +33,7 @@ import numpy as np
 from tapt.analysis import plots
 from tapt.analysis.embed import embed, materialized, unit_rows
 from tapt.bounds import OPEN_FRACTION, POSITIVE_INT, SEED, check_optional
+from tapt.data.arrow_corpus import corpus_texts as passage_texts
 from tapt.data.beir import BeirDataset
 from tapt.data.labels import read_labels  # noqa: F401 (moved there; importable here)
 from tapt.encoders.base import Encoder
@@ -149,7 +150,7 @@ def run_probes(encoders: Mapping[str, Encoder], dataset: BeirDataset,
               for name, found in labels.items()}
     result = ProbeResult(fields=list(labels), passages=len(ids), seed=seed, test_size=test_size,
                          dropped={name: split[2] for name, split in splits.items()})
-    texts = [dataset.corpus[d].as_text(with_title) for d in ids]
+    texts = passage_texts(dataset.corpus, ids, with_title)  # lazy for Arrow
     for model_name, encoder in encoders.items():
         if on_model is not None:
             on_model(model_name)

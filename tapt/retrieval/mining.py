@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Literal
 
 from tapt.bounds import MARGIN, NON_NEGATIVE_INT, POSITIVE_INT, SEED, check_optional
+from tapt.data.arrow_corpus import corpus_texts as passage_texts
 from tapt.data.beir import BeirDataset
 from tapt.files import atomic_write_json
 from tapt.retrieval.evaluate import Retriever, split_queries
@@ -85,7 +86,7 @@ def mine(retriever: Retriever, dataset: BeirDataset, split: str, settings: Minin
     """Mine negatives for every query of ``split``; returns the records and a summary."""
     settings.check()
     corpus_ids = list(dataset.corpus)
-    texts = [dataset.corpus[doc_id].as_text(with_title) for doc_id in corpus_ids]
+    texts = passage_texts(dataset.corpus, corpus_ids, with_title)  # lazy for Arrow
     query_ids, query_texts = split_queries(dataset, split)
     qrels = dataset.split(split)
     anchors = {q: dataset.rule.relevant_ids(qrels[q]) for q in query_ids}  # relevance rule

@@ -28,6 +28,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from tapt.data.arrow_corpus import corpus_texts as passage_texts
 from tapt.data.beir import BeirDataset, DataError, check_id, iter_jsonl
 from tapt.files import atomic_write_json
 from tapt.finite import finite_number
@@ -77,7 +78,7 @@ def score_pairs(retriever, dataset: BeirDataset, pairs: Mapping[str, Sequence[st
     query_ids = [query_id for query_id, ids in pairs.items() if ids]
     retriever.top_k = 1  # the ranking is not used; also_score scores every pair
     retrieval = retriever.retrieve(
-        corpus_ids, [dataset.corpus[doc_id].as_text(with_title) for doc_id in corpus_ids],
+        corpus_ids, passage_texts(dataset.corpus, corpus_ids, with_title),
         query_ids, [dataset.queries[query_id] for query_id in query_ids],
         also_score={query_id: pairs[query_id] for query_id in query_ids})
     if retrieval.run is None:  # a rank other than 0 under a process group: rank 0 scores

@@ -337,3 +337,27 @@ def test_mine_and_score_on_the_arrow_store_write_the_memory_stores_file(command,
         outputs[store] = [json.loads(line) for line in out.read_text().splitlines()]
     assert list((tmp_path / "corpora").glob("*.arrow"))  # the arrow run did read Arrow
     assert outputs["arrow"] == outputs["memory"] and outputs["memory"]
+
+
+@pytest.mark.parametrize("command", [
+    ["ablate", "corpus-size", "--fractions", "0.5", "1.0"],
+    ["analyze", "geometry", "--distractors", "5", "--random-per-query", "2", "--pairs", "10"]])
+def test_analyses_on_the_arrow_store_give_the_memory_stores_results(command, tiny_beir_path,
+                                                                    tiny_bert_path, tmp_path):
+    from tapt.cli import main
+
+    results = {}
+    for store in ("memory", "arrow"):
+        out = tmp_path / f"{store}.json"
+        assert main([*command, "--model", f"tiny={tiny_bert_path}", "--data",
+                     str(tiny_beir_path), "--output", str(out), "--corpus-store", store,
+                     "--corpus-cache", str(tmp_path / "corpora"), "--quiet"]) == 0
+        results[store] = json.loads(out.read_text())
+    assert list((tmp_path / "corpora").glob("*.arrow"))  # the arrow run did read Arrow
+    for result in results.values():  # seconds differ from run to run
+        for records in result.get("models", {}).values():
+            for record in records:
+                record.pop("search_ms_per_query", None)
+        result.pop("encoding", None)
+        result.pop("timings", None)
+    assert results["arrow"] == results["memory"]
