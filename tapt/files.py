@@ -75,16 +75,24 @@ def publish(staging: Path, target: Path) -> Path:
     return target
 
 
-def unwritable_reason(folder: str | os.PathLike) -> str | None:
-    """Why ``folder`` could not be written (it, or its nearest existing ancestor, is not a
-    writable folder), or None when it exists writable or can be created."""
+def check_writable(folder: str | os.PathLike) -> None:
+    """``folder`` exists writable or can be created: else :class:`NotADirectoryError` (it,
+    or its nearest existing ancestor, is not a folder) or :class:`PermissionError`."""
     ancestor = Path(os.path.abspath(Path(folder).expanduser()))
     while not ancestor.exists() and ancestor != ancestor.parent:
         ancestor = ancestor.parent
     if not ancestor.is_dir():
-        return f"{ancestor} is not a folder"
+        raise NotADirectoryError(f"{ancestor} is not a folder")
     if not os.access(ancestor, os.W_OK | os.X_OK):
-        return f"cannot write in {ancestor}"
+        raise PermissionError(f"cannot write in {ancestor}")
+
+
+def unwritable_reason(folder: str | os.PathLike) -> str | None:
+    """Why ``folder`` could not be written (:func:`check_writable`'s message), or None."""
+    try:
+        check_writable(folder)
+    except (NotADirectoryError, PermissionError) as err:
+        return str(err)
     return None
 
 

@@ -107,13 +107,13 @@ def check_outputs(paths: Iterable[tuple[str, Path | None]], *, overwrite: bool =
 def check_folder(flag: str, folder: Path, *, shown: Path | None = None) -> None:
     """``folder`` exists and is writable, or can be created in its nearest existing
     ancestor; else an error naming ``flag`` and ``shown`` (default: ``folder``)."""
-    from tapt.files import unwritable_reason
+    from tapt.files import check_writable
 
     shown = folder if shown is None else shown
-    reason = unwritable_reason(folder)
-    if reason is not None:
-        error = NotADirectoryError if reason.endswith("not a folder") else PermissionError
-        raise error(f"{flag} {shown}: {reason}")
+    try:
+        check_writable(folder)
+    except (NotADirectoryError, PermissionError) as err:
+        raise type(err)(f"{flag} {shown}: {err}") from None
 
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter,
