@@ -73,13 +73,13 @@ def mine(name: str, args, retriever: str, per_query: int, skip_top: int = 0) -> 
 
 def zero_shot(args) -> dict:
     """The base model's dev (recipe's dev sub-corpus) and test metrics."""
-    from tapt.data.sources import load_data
     from tapt.data.subcorpus import subcorpus_ids
     from tapt.encoders.loading import ModelSpec
     from tapt.encoders.sentence import SentenceTransformerEncoder
     from tapt.recipe import load_recipe
     from tapt.retrieval.dense import DenseRetriever
     from tapt.retrieval.evaluate import evaluate
+    from tapt.training.contrastive import load_recipe_data
     from tapt.training.run import model_spec
 
     cached = args.out / "zero-shot.json"
@@ -88,8 +88,7 @@ def zero_shot(args) -> dict:
     recipe = load_recipe(args.recipe, [f"data.path={args.data}", "output_dir=unused",
                                        *args.set])
     data = recipe.data
-    dataset = load_data(data.path, data.config, [data.dev_split, data.test_split],
-                        require_anchor=not data.lenient, allow_empty=data.lenient)
+    dataset = load_recipe_data(recipe, with_test=True)  # a carved dev split as training's
     spec: ModelSpec = model_spec(recipe)
     retriever = DenseRetriever(SentenceTransformerEncoder.load(spec),
                                batch_size=recipe.eval.batch_size, progress=False)

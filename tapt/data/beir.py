@@ -93,6 +93,8 @@ class BeirDataset:
     source: str = ""
     rule: RelevanceRule | None = None
     files: dict[str, str] = field(default_factory=dict)
+    carved: dict | None = None
+    """How a dev split was carved from train (:mod:`tapt.data.splits`), else None."""
 
     def __post_init__(self) -> None:
         if self.rule is None:

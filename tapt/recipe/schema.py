@@ -163,7 +163,12 @@ class DataSettings(Section):
     dev_distractors: int | None = Field(20000, ge=0)
     """Dev sub-corpus: every judged dev passage plus this many distractors (None: all)."""
     dev_seed: Seed = 0
-    """Seed of the dev sub-corpus's distractor sample."""
+    """Seed of the dev sub-corpus's distractor sample (and of ``dev_from_train``'s carve)."""
+    dev_from_train: int | float | None = None
+    """For data without a dev split: carve ``dev_split`` from the train queries, this many
+    (a whole number) or this fraction (0 < f < 1) of those with a relevant passage, chosen
+    by ``dev_seed``; the rest train. No query is in both; the dataset folder is not
+    touched; results record the carve (tapt.data.splits). None: read ``dev_split``."""
     lenient: bool = False
     """Accept empty passages and queries without an anchor (non-FormBench BEIR sets)."""
     relevant_from: Literal["auto"] | int = "auto"
@@ -181,6 +186,21 @@ class DataSettings(Section):
         if value in ("none", "title") or (value.startswith("label:") and value[6:].strip()):
             return value
         raise ValueError(f"expected none, title or label:FIELD, got {value!r}")
+
+    @field_validator("dev_from_train")
+    @classmethod
+    def _check_dev_from_train(cls, size: int | float | None) -> int | float | None:
+        if size is None:
+            return size
+        if isinstance(size, float) and not size.is_integer() and not 0.0 < size < 1.0:
+            raise ValueError(f"expected a number of queries (>= 1) or a fraction in (0, 1), "
+                             f"got {size}")
+        if isinstance(size, float) and size.is_integer():
+            size = int(size)
+        if isinstance(size, int) and size < 1:
+            raise ValueError(f"expected a number of queries (>= 1) or a fraction in (0, 1), "
+                             f"got {size}")
+        return size
 
     @field_validator("relevant_from", mode="before")  # before coercion: True, 2.5
     @classmethod

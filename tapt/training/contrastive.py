@@ -25,6 +25,7 @@ from pathlib import Path
 
 from tapt.data.beir import BeirDataset, strictness
 from tapt.data.sources import load_data
+from tapt.data.splits import carve_dev, check_no_split_file
 from tapt.data.subcorpus import subcorpus_ids
 from tapt.data.triplets import build_training_rows
 from tapt.encoders.loading import load_sentence_transformer
@@ -69,13 +70,22 @@ class TrainResult:
 
 def load_recipe_data(recipe: Recipe, with_test: bool) -> BeirDataset:
     """The recipe's splits under its relevance rule; a query also judged in any other qrels
-    file (the test split included when it is not loaded) is an error."""
-    splits = [recipe.data.train_split, recipe.data.dev_split]
+    file (the test split included when it is not loaded) is an error. With
+    ``data.dev_from_train`` the dev split is carved from train (:mod:`tapt.data.splits`)."""
+    data = recipe.data
+    carve = data.dev_from_train is not None
+    splits = [data.train_split] + ([] if carve else [data.dev_split])
     if with_test:
-        splits.append(recipe.data.test_split)
-    return load_data(recipe.data.path, recipe.data.config, splits,
-                     revision=recipe.data.revision, relevant_from=recipe.data.relevant_from,
-                     leaks="error", **strictness(recipe.data.lenient))
+        splits.append(data.test_split)
+    if carve:
+        check_no_split_file(data.path, data.config, data.dev_split)
+    dataset = load_data(data.path, data.config, splits, revision=data.revision,
+                        relevant_from=data.relevant_from, leaks="error",
+                        **strictness(data.lenient))
+    if carve:
+        dataset = carve_dev(dataset, size=data.dev_from_train, seed=data.dev_seed,
+                            source_split=data.train_split, split=data.dev_split)
+    return dataset
 
 
 def column_prompts(model, columns: list[str] | None = None) -> dict[str, str]:
@@ -265,7 +275,9 @@ def train_in(start: RunStart, recipe: Recipe, *, run_test: bool = False,
                         else None,
                         "nonfinite_steps": guard.skipped, "nonfinite_events": guard.records(),
                         "refused_evaluations": len(evaluator.refusals),
-                        "relevance": dataset.rule.to_dict(), "history": history})
+                        "relevance": dataset.rule.to_dict(),
+                        **({"dev_carve": dataset.carved} if dataset.carved else {}),
+                        "history": history})
     result.final_dir = publish(staging, run.final)
     if trained_report is not None:
         trained_report.write_json(run.root / TEST_RESULTS)
