@@ -54,6 +54,7 @@ from tapt.analysis.significance import (
     CONFIDENCE,
     METHOD,
     N_RESAMPLES,
+    POWER,
     SEED,
     Versus,
     against_baseline,
@@ -134,8 +135,11 @@ class BaselineTests:
         if not by_corpus:
             return [f"no other system shares a corpus with {self.baseline}: nothing tested"]
         if not any(v.significant for by in by_corpus.values() for v in by.values()):
-            return [f"no system differs significantly from {self.baseline} (p (Holm) < {ALPHA})"]
-        return [f"{corpus}: no system differs significantly from {self.baseline}"
+            every = [v for by in by_corpus.values() for v in by.values()]
+            return [f"no system differs significantly from {self.baseline} (p (Holm) < "
+                    f"{ALPHA}); {detectable_range(every)}"]
+        return [f"{corpus}: no system differs significantly from {self.baseline}; "
+                f"{detectable_range(list(by.values()))}"
                 for corpus, by in by_corpus.items() if not any(v.significant
                                                                for v in by.values())]
 
@@ -143,6 +147,17 @@ class BaselineTests:
         return {"name": self.baseline, "metric": self.metric, **METHOD,
                 "confidence": CONFIDENCE, "alpha": ALPHA, "n_resamples": self.n_resamples,
                 "seed": self.seed, "notes": self.notes()}
+
+
+def detectable_range(tested: list[Versus]) -> str:
+    """"the queries could detect ..." for a note: whether "not significant" means no gain
+    or too few queries."""
+    values = sorted(v.test.detectable for v in tested if finite_number(v.test.detectable))
+    if not values:
+        return "no detectable difference could be computed"
+    span = f"{values[0]:.4f}" if values[0] == values[-1] else f"{values[0]:.4f} to {values[-1]:.4f}"
+    return (f"with {POWER:.0%} power these queries detect a difference of {span} or more "
+            "(smaller true gains can hide behind 'not significant')")
 
 
 @dataclass
@@ -464,11 +479,11 @@ def _metric_cells(row: SystemRow, comparison: Comparison, metric: str,
         for by in comparison.tests.results.values():
             versus = by.get(row.name)
             if versus is None:
-                cells += ["-", "-", "-"]
+                cells += ["-", "-", "-", "-"]
                 continue
             t = versus.test
             cells += [f"{t.delta:+.4f}", f"[{t.ci_low:+.4f}, {t.ci_high:+.4f}]",
-                      f"{versus.p_holm:.4f}"]
+                      f"{versus.p_holm:.4f}", f"{t.detectable:.4f}"]
     return cells
 
 
@@ -478,14 +493,16 @@ def _value(cell: Cell, key: str) -> str:
 
 
 def _test_header(comparison: Comparison) -> list[str]:
-    """Per tested corpus: the difference from the baseline, its CI and the Holm p."""
+    """Per tested corpus: the difference from the baseline, its CI, the Holm p and the
+    smallest difference the queries could detect (80 % power, alpha 0.05)."""
     tests = comparison.tests
     if tests is None:
         return []
     short = SHORT.get(tests.metric, tests.metric)
     return [header for corpus in tests.results
             for header in (f"{corpus} Δ {short} vs {tests.baseline}",
-                           f"{corpus} {CONFIDENCE:.0%} CI", f"{corpus} p (Holm)")]
+                           f"{corpus} {CONFIDENCE:.0%} CI", f"{corpus} p (Holm)",
+                           f"{corpus} detectable Δ ({POWER:.0%} power)")]
 
 
 def markdown_table(comparison: Comparison, metric: str = PRIMARY) -> str:

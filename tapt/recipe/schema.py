@@ -175,6 +175,15 @@ class DataSettings(Section):
     """Lowest relevant grade (binary metrics, training anchors): ``auto`` is 3 when the
     qrels hold a grade >= 3 (FormBench: 3 anchor, 2 hard, 1 soft negative), else 1 (BEIR:
     relevant passages as anchors, in-batch and mined negatives); see tapt.data.relevance."""
+    weak_pairs: Literal["none", "title", "ict"] = "none"
+    """Also train on weak pairs from the corpus passages alone (no query, no judgment read):
+    ``title`` (a passage's title -> its text) or ``ict`` (inverse cloze: a sentence -> the
+    rest of its passage), as their own dataset beside the labelled rows, each batch from
+    one of them in proportion to their sizes (tapt.data.weak_pairs)."""
+    weak_pairs_max: int | None = Field(None, gt=0)
+    """At most this many weak pairs, a seeded sample (None: one per usable passage)."""
+    weak_pairs_seed: Seed = 0
+    """Seed of the weak pairs' sample (and of ICT's sentence choice)."""
     batch_by: str = "none"
     """Batches from one group: ``none`` (random, no duplicate texts), ``title`` (the anchor
     passages' title: one patent per batch in FormBench), or ``label:FIELD`` (the anchors'
@@ -380,7 +389,24 @@ def check_recipe(recipe: Recipe) -> None:
                           f"(got {', '.join(splits)}): the best checkpoint and the test "
                           "metrics would be measured on training queries")
     recipe.loss.check_columns(recipe.data)
+    check_weak_pairs(recipe)
     check_average_last(recipe)
+
+
+def check_weak_pairs(recipe: Recipe) -> None:
+    """Weak pairs are (query, positive) rows with no label and no group: refused with
+    same-group batches and with the losses that need a label per row."""
+    data = recipe.data
+    if data.weak_pairs == "none":
+        if data.weak_pairs_max is not None:
+            raise RecipeError("data.weak_pairs_max needs data.weak_pairs (title or ict)")
+        return
+    if data.batch_by != "none":
+        raise RecipeError(f"data.weak_pairs ({data.weak_pairs}) with data.batch_by "
+                          f"({data.batch_by}): weak pairs have no group; use one of them")
+    if recipe.loss.name in ("margin_mse", "distill_kl"):
+        raise RecipeError(f"data.weak_pairs with loss.name {recipe.loss.name}: weak pairs "
+                          "have no teacher scores or grades to distill")
 
 
 class DaptDataSettings(Section):

@@ -183,6 +183,12 @@ def train_in(start: RunStart, recipe: Recipe, *, run_test: bool = False,
                                      labels=labeler_for(recipe.loss, dataset,
                                                         recipe.data.train_split))
     train_rows, groups = train_rows if grouping is not None else (train_rows, None)
+    if recipe.data.weak_pairs != "none":  # passages alone: tapt.data.weak_pairs
+        from tapt.data.weak_pairs import weak_pairs_for, with_weak_pairs
+
+        train_rows = with_weak_pairs(train_rows, weak_pairs_for(
+            dataset, recipe.data.weak_pairs, count=recipe.data.weak_pairs_max,
+            seed=recipe.data.weak_pairs_seed))
     dev_ids = subcorpus_ids(dataset, recipe.data.dev_split,
                             distractors=recipe.data.dev_distractors, seed=recipe.data.dev_seed)
     from transformers import set_seed

@@ -114,9 +114,13 @@ def test_a_note_says_when_nothing_is_significant(tmp_path, scores):
     specs = [f"{name}={write_result(tmp_path / f'{name}.json', queries(scores[name]))}"
              for name in ("base", "same")]
     comparison = compare_results(specs, baseline="base")
-    assert comparison.notes() == ["no system differs significantly from base (p (Holm) < 0.05)"]
-    assert markdown_table(comparison).endswith(
-        "\nno system differs significantly from base (p (Holm) < 0.05)\n")
+    detectable = comparison.tests.results[next(iter(comparison.tests.results))]["same"] \
+        .test.detectable
+    note = ("no system differs significantly from base (p (Holm) < 0.05); with 80% power "
+            f"these queries detect a difference of {detectable:.4f} or more (smaller true "
+            "gains can hide behind 'not significant')")
+    assert comparison.notes() == [note]
+    assert markdown_table(comparison).endswith(f"\n{note}\n")
 
 
 def test_seeds_share_a_name_show_mean_std_and_are_averaged_before_the_test(tmp_path, scores):
@@ -204,9 +208,52 @@ def test_cli_compare_with_a_baseline(tmp_path, scores, capsys):
     assert (versus["ci_low"], versus["ci_high"], versus["p_value"]) == (low, high, p)
     assert versus["p_holm"] == p and versus["queries"] == 30  # one system: Holm changes nothing
     assert data["baseline"]["name"] == "BM25" and data["baseline"]["n_resamples"] == 2000
-    assert data["baseline"]["notes"] == [
-        "no system differs significantly from BM25 (p (Holm) < 0.05)"]
+    assert data["baseline"]["notes"][0].startswith(
+        "no system differs significantly from BM25 (p (Holm) < 0.05); with 80% power these "
+        f"queries detect a difference of {versus['detectable_difference']:.4f} or more")
     assert "vs_baseline" not in data["systems"][0]
     assert "p (Holm)" in markdown.read_text()
     assert main(["compare", f"BM25={base}", f"TAPT={tapt}", "--baseline", "bm25"]) == 2
     assert "--baseline bm25: not a system of this comparison" in capsys.readouterr().out
+
+
+def test_detectable_difference_equals_the_closed_form():
+    """Alternating +a / -a differences: sd = a * sqrt(n / (n - 1)), so the minimum
+    detectable difference is (t(0.975, n-1) + t(0.8, n-1)) * a / sqrt(n - 1)."""
+    from scipy import stats
+
+    from tapt.analysis.significance import detectable_difference
+
+    n, a = 32, 0.12
+    diffs = [a if i % 2 else -a for i in range(n)]
+    expected = (stats.t.ppf(0.975, n - 1) + stats.t.ppf(0.8, n - 1)) * a / (n - 1) ** 0.5
+    assert detectable_difference(diffs) == pytest.approx(expected, rel=1e-12)
+    # four times the queries: a little under half (the t quantiles shrink with the df too)
+    assert 0.45 * expected < detectable_difference(diffs * 4) < 0.5 * expected
+
+
+def test_a_true_gain_of_the_detectable_size_is_found_four_times_in_five():
+    """Simulated paired designs whose true mean difference is the detectable one for
+    their spread: the paired t-test rejects at 0.05 in about 80 % of them."""
+    import numpy as np
+    from scipy import stats
+
+    from tapt.analysis.significance import detectable_difference
+
+    rng = np.random.default_rng(0)
+    n, sd = 100, 0.1
+    spread = np.r_[np.full(n // 2, sd), np.full(n // 2, -sd)] * ((n - 1) / n) ** 0.5
+    gain = detectable_difference(spread)  # differences whose sample sd is exactly `sd`
+    rejected = np.mean([stats.ttest_1samp(rng.normal(gain, sd, n), 0).pvalue < 0.05
+                        for _ in range(2000)])
+    assert 0.76 < rejected < 0.84
+
+
+def test_paired_test_carries_its_detectable_difference():
+    from tapt.analysis.significance import detectable_difference, paired_test
+
+    a = [0.9, 0.5, 0.7, 0.6, 0.8, 0.4]
+    b = [0.8, 0.6, 0.5, 0.6, 0.7, 0.5]
+    test = paired_test(a, b, n_resamples=200)
+    assert test.detectable == pytest.approx(
+        detectable_difference([x - y for x, y in zip(a, b)]))

@@ -1,0 +1,109 @@
+"""Weak (query, passage) pairs from unlabelled passages: the corpus as training signal.
+
+Most of every corpus is judged by no training query (SciFact: 4,600 of 5,183 abstracts;
+FormBench: all but the anchors). Pairs built from the passages alone adapt the model to the
+domain's text, as GPL (Wang et al., 2022) and inverse-cloze pre-training (Lee et al., 2019)
+do, and are mixed into TAPT as their own dataset (``data.weak_pairs``):
+
+- ``title``: the passage's title as the query, its text (without the title) as the
+  positive. Scientific titles are short claims about the passage, much like the queries.
+- ``ict``: inverse cloze: one sentence of the text as the query, the passage without it
+  (title + the other sentences) as the positive; in 10 % of the pairs the sentence stays
+  in (Lee et al.'s rate), so the model also learns that a passage matches its own words.
+
+Only passages are read: no query and no qrels line of any split, so a test passage is
+as unlabelled here as in GPL's use of the target corpus. That is domain adaptation on the
+evaluation corpus, which the README states next to every figure that uses it.
+
+The sentence split is a small rule (a ``.``, ``!`` or ``?`` followed by white space and an
+upper-case letter or a digit), hand-written because the dependencies have no sentence
+splitter (nltk and spaCy are not among them) and the pairs need no linguistic precision.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Mapping
+from typing import Literal
+
+from tapt.data.beir import Passage
+
+WeakKind = Literal["title", "ict"]
+KEEP_SENTENCE = 0.1
+"""ICT: the share of pairs whose positive keeps the query sentence (Lee et al., 2019)."""
+MIN_SENTENCES = 3
+"""ICT: passages with fewer sentences give no pair (the rest would be one sentence)."""
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9])")
+
+
+def sentences(text: str) -> list[str]:
+    """``text`` cut after ``.``, ``!`` or ``?`` followed by white space and an upper-case
+    letter or a digit (so ``e.g. the`` and ``3.5 mg`` stay whole)."""
+    return [part.strip() for part in _SENTENCE_END.split(text.strip()) if part.strip()]
+
+
+def title_pair(passage: Passage) -> tuple[str, str] | None:
+    """(title, text), or None for a passage without both."""
+    title, text = passage.title.strip(), passage.text.strip()
+    if not title or not text or title == text:
+        return None
+    return title, text
+
+
+def ict_pair(passage: Passage, rng: random.Random) -> tuple[str, str] | None:
+    """(a sentence, the passage without it), or None for a passage of too few sentences."""
+    parts = sentences(passage.text)
+    if len(parts) < MIN_SENTENCES:
+        return None
+    index = rng.randrange(len(parts))
+    keep = rng.random() < KEEP_SENTENCE
+    rest = parts if keep else parts[:index] + parts[index + 1:]
+    body = " ".join(rest)
+    return parts[index], f"{passage.title.strip()} {body}".strip() if passage.title else body
+
+
+def weak_pairs(corpus: Mapping[str, Passage], kind: WeakKind, *, count: int | None = None,
+               seed: int = 0) -> dict[str, list[str]]:
+    """``{"query": [...], "positive": [...], "passage_id": [...]}``: one pair per usable
+    passage, or a seeded sample of ``count`` of them (all when there are fewer), in corpus
+    order. The same corpus, kind, count and seed give the same pairs."""
+    rng = random.Random(seed)
+    ids = list(corpus)
+    if count is not None and count < len(ids):
+        chosen = set(rng.sample(ids, min(len(ids), count * 2 if kind == "ict" else count)))
+        ids = [doc_id for doc_id in ids if doc_id in chosen]  # ICT: spares for short ones
+    pairs: dict[str, list[str]] = {"query": [], "positive": [], "passage_id": []}
+    for doc_id in ids:
+        pair = title_pair(corpus[doc_id]) if kind == "title" else ict_pair(corpus[doc_id], rng)
+        if pair is None:
+            continue
+        pairs["query"].append(pair[0])
+        pairs["positive"].append(pair[1])
+        pairs["passage_id"].append(doc_id)
+        if count is not None and len(pairs["query"]) == count:
+            break
+    return pairs
+
+
+def with_weak_pairs(rows, pairs: dict[str, list[str]]):
+    """The labelled training ``rows`` (a ``Dataset`` or ``DatasetDict``) and the weak
+    ``pairs`` as one ``DatasetDict``: the trainer's proportional multi-dataset sampler
+    then draws each batch from one of them, in proportion to their sizes, so a weak pair
+    never shares a batch (and its in-batch negatives) with a labelled row."""
+    from datasets import Dataset, DatasetDict
+
+    if not pairs["query"]:
+        raise ValueError("data.weak_pairs: no passage gives a weak pair (titles missing, or "
+                         "passages of fewer than 3 sentences for ict)")
+    named = dict(rows) if isinstance(rows, DatasetDict) else {"labelled": rows}
+    named["weak_pairs"] = Dataset.from_dict({"query": pairs["query"],
+                                             "positive": pairs["positive"]})
+    return DatasetDict(named)
+
+
+def weak_pairs_for(dataset, kind: WeakKind, *, count: int | None = None,
+                   seed: int = 0) -> dict[str, list[str]]:
+    """:func:`weak_pairs` of a :class:`~tapt.data.beir.BeirDataset`'s corpus: the one
+    entry training uses, reading ``dataset.corpus`` and nothing else."""
+    return weak_pairs(dataset.corpus, kind, count=count, seed=seed)

@@ -1,0 +1,106 @@
+"""The dev split carved from train (tapt.data.splits, data.dev_from_train)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from tapt.data.beir import BeirDataset, DataError, Passage, write_beir
+from tapt.data.relevance import BEIR
+from tapt.data.sources import load_data
+from tapt.data.splits import carve_dev, ids_digest
+
+
+def beir_like(queries: int = 60, order_seed: int | None = None) -> BeirDataset:
+    """A binary dataset: query qN judges passage pN relevant; q0..q4 judge nothing relevant."""
+    ids = [f"q{i}" for i in range(queries)]
+    if order_seed is not None:
+        random.Random(order_seed).shuffle(ids)
+    qrels = {q: {f"p{q[1:]}": 0 if int(q[1:]) < 5 else 1} for q in ids}
+    corpus = {f"p{i}": Passage(text=f"passage {i}") for i in range(queries)}
+    return BeirDataset(corpus=corpus, queries={q: f"query {q}" for q in ids},
+                       qrels={"train": qrels, "test": {}}, rule=BEIR)
+
+
+def test_carve_is_disjoint_by_query_and_loses_no_judgment():
+    data = beir_like()
+    carved = carve_dev(data, size=10, seed=3)
+    dev, train = carved.split("dev"), carved.split("train")
+    assert len(dev) == 10
+    assert not set(dev) & set(train)
+    assert {**dev, **train} == data.split("train")
+    assert all(any(grade >= 1 for grade in docs.values()) for docs in dev.values())
+    assert carved.carved == {"carved_from": "train", "split": "dev", "seed": 3, "queries": 10,
+                             "remaining_train_queries": 50, "ids_digest": ids_digest(dev)}
+    assert "dev" not in data.qrels  # the input dataset is not changed
+
+
+def test_carve_is_identical_for_a_seed_in_any_file_order():
+    first = carve_dev(beir_like(), size=12, seed=7).split("dev")
+    shuffled = carve_dev(beir_like(order_seed=1), size=12, seed=7).split("dev")
+    assert set(first) == set(shuffled)
+    assert set(carve_dev(beir_like(), size=12, seed=8).split("dev")) != set(first)
+
+
+def test_a_larger_carve_contains_the_smaller_one():
+    small = set(carve_dev(beir_like(), size=5, seed=0).split("dev"))
+    large = set(carve_dev(beir_like(), size=20, seed=0).split("dev"))
+    assert small < large
+
+
+def test_a_fraction_counts_queries_with_a_relevant_passage():
+    carved = carve_dev(beir_like(), size=0.1, seed=0)  # 55 eligible queries
+    assert len(carved.split("dev")) == round(0.1 * 55)
+
+
+@pytest.mark.parametrize("size", [55, 100, 0])
+def test_a_carve_that_leaves_nothing_to_train_is_refused(size):
+    with pytest.raises(DataError, match="dev carve"):
+        carve_dev(beir_like(), size=size, seed=0)
+
+
+def test_a_dataset_with_its_own_dev_split_is_not_carved(tiny_beir_path):
+    data = load_data(tiny_beir_path, splits=["train", "dev"])
+    with pytest.raises(DataError, match="already has a 'dev' split"):
+        carve_dev(data, size=2, seed=0)
+
+
+def recipe_for(folder, **data):
+    import yaml
+
+    from tapt.recipe import load_recipe
+
+    path = folder.parent / f"{folder.name}-recipe.yaml"
+    path.write_text(yaml.safe_dump({"model": {"name": "unused-model"},
+                                    "data": {"path": str(folder), **data},
+                                    "output_dir": str(folder.parent / "run")}))
+    return load_recipe(path)
+
+
+def test_recipe_key_carves_from_train_and_refuses_a_folder_with_dev(tmp_path, tiny_beir_path):
+    from tapt.data.beir import load_beir_folder
+    from tapt.training.contrastive import load_recipe_data
+
+    whole = load_beir_folder(tiny_beir_path, ["train", "dev", "test"])
+    folder = tmp_path / "nodev"
+    merged = {**whole.split("train"), **whole.split("dev")}  # 9 train queries, no dev file
+    write_beir(folder, whole.corpus, whole.queries, {"train": merged,
+                                                     "test": whole.split("test")})
+    recipe = recipe_for(folder, dev_from_train=3, dev_seed=1)
+    data = load_recipe_data(recipe, with_test=True)
+    assert len(data.split("dev")) == 3 and len(data.split("train")) == 6
+    assert data.carved["seed"] == 1
+    assert not (folder / "qrels" / "dev.tsv").exists()  # nothing written into the folder
+    with pytest.raises(DataError, match="has its own"):
+        load_recipe_data(recipe_for(tiny_beir_path, dev_from_train=2), with_test=False)
+
+
+@pytest.mark.parametrize("value", [0, -3, 1.5, True, "many"])
+def test_recipe_refuses_a_carve_that_is_neither_a_count_nor_a_fraction(tmp_path, value):
+    from tapt.recipe import RecipeError
+
+    folder = tmp_path / "data"
+    folder.mkdir()
+    with pytest.raises(RecipeError, match="dev_from_train"):
+        recipe_for(folder, dev_from_train=value)

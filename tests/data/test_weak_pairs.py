@@ -1,0 +1,96 @@
+"""Weak pairs from unlabelled passages (tapt.data.weak_pairs, data.weak_pairs)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tapt.data.beir import BeirDataset, Passage
+from tapt.data.weak_pairs import sentences, weak_pairs, weak_pairs_for, with_weak_pairs
+
+TEXT = ("Aspirin lowers the risk of stroke. It was given at 3.5 mg per kg, e.g. twice a day. "
+        "Patients over 60 years were enrolled. 12 of them left the trial early.")
+
+
+def corpus(count: int = 40) -> dict[str, Passage]:
+    return {f"p{i}": Passage(text=f"Passage {i} one. Passage {i} two. Passage {i} three.",
+                             title=f"Title {i}") for i in range(count)}
+
+
+def test_sentences_keep_abbreviations_and_decimals_whole():
+    assert sentences(TEXT) == [
+        "Aspirin lowers the risk of stroke.", "It was given at 3.5 mg per kg, e.g. twice a day.",
+        "Patients over 60 years were enrolled.", "12 of them left the trial early."]
+
+
+def test_title_pairs_are_title_to_text_and_skip_untitled_passages():
+    passages = {"a": Passage(text="Body of a.", title="Title of a"),
+                "b": Passage(text="Body of b.", title=""),
+                "c": Passage(text="Same", title="Same")}
+    assert weak_pairs(passages, "title") == {"query": ["Title of a"],
+                                             "positive": ["Body of a."], "passage_id": ["a"]}
+
+
+def test_ict_query_is_a_sentence_mostly_removed_from_its_positive():
+    pairs = weak_pairs(corpus(400), "ict", seed=1)
+    assert len(pairs["query"]) == 400
+    kept = 0
+    for query, positive, doc_id in zip(pairs["query"], pairs["positive"],
+                                       pairs["passage_id"]):
+        number = doc_id[1:]
+        assert query in {f"Passage {number} one.", f"Passage {number} two.",
+                         f"Passage {number} three."}
+        assert positive.startswith(f"Title {number} ")
+        kept += query in positive
+    assert 0.05 < kept / 400 < 0.16  # KEEP_SENTENCE = 0.1
+
+
+def test_a_sample_is_seeded_and_of_the_asked_size():
+    first = weak_pairs(corpus(), "title", count=10, seed=3)
+    assert len(first["query"]) == 10
+    assert weak_pairs(corpus(), "title", count=10, seed=3) == first
+    assert weak_pairs(corpus(), "title", count=10, seed=4) != first
+    assert len(weak_pairs(corpus(), "ict", count=10, seed=3)["query"]) == 10
+
+
+class Poisoned(dict):
+    """Any read of it fails the test: weak pairs must not look at queries or qrels."""
+
+    def __getitem__(self, key):
+        raise AssertionError(f"read {key!r}")
+
+    def __iter__(self):
+        raise AssertionError("iterated")
+
+    def __len__(self):
+        raise AssertionError("len")
+
+    def keys(self):
+        raise AssertionError("keys")
+
+    def items(self):
+        raise AssertionError("items")
+
+    def values(self):
+        raise AssertionError("values")
+
+
+@pytest.mark.parametrize("kind", ["title", "ict"])
+def test_weak_pairs_read_no_query_and_no_qrels(kind):
+    from tapt.data.relevance import BEIR
+
+    dataset = BeirDataset(corpus=corpus(), queries=Poisoned(),
+                          qrels=Poisoned(), rule=BEIR)
+    pairs = weak_pairs_for(dataset, kind, count=5, seed=0)
+    assert pairs == weak_pairs(corpus(), kind, count=5, seed=0)
+
+
+def test_mixed_rows_keep_the_labelled_rows_and_add_the_weak_dataset():
+    from datasets import Dataset, DatasetDict
+
+    labelled = Dataset.from_dict({"query": ["q"], "positive": ["p"], "negative": ["n"]})
+    mixed = with_weak_pairs(labelled, weak_pairs(corpus(3), "title"))
+    assert isinstance(mixed, DatasetDict) and set(mixed) == {"labelled", "weak_pairs"}
+    assert mixed["labelled"].to_dict() == labelled.to_dict()
+    assert mixed["weak_pairs"]["query"] == ["Title 0", "Title 1", "Title 2"]
+    with pytest.raises(ValueError, match="no passage gives a weak pair"):
+        with_weak_pairs(labelled, weak_pairs({"x": Passage(text="t", title="")}, "title"))

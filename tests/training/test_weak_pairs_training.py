@@ -1,0 +1,45 @@
+"""TAPT with weak pairs mixed in (data.weak_pairs): batches from one dataset each."""
+
+from __future__ import annotations
+
+import pytest
+
+from tapt.recipe import RecipeError, load_recipe
+from tapt.training.contrastive import train
+
+
+def test_weak_pairs_train_in_batches_of_their_own(make_recipe, tiny_beir_path, monkeypatch):
+    from tapt.data.beir import load_beir_folder
+    from tapt.training import nonfinite
+
+    titles = {p.title for p in load_beir_folder(tiny_beir_path, ["train"]).corpus.values()}
+    batches: list[list[str]] = []
+    call = nonfinite.QueryIdsCollator.__call__
+
+    def recording(self, features):
+        batches.append([row["query"] for row in features])
+        return call(self, features)
+    monkeypatch.setattr(nonfinite.QueryIdsCollator, "__call__", recording)
+    recipe_file, output = make_recipe(
+        "weak", data_path=tiny_beir_path,
+        data={"weak_pairs": "title", "weak_pairs_max": 12, "dev_distractors": 5},
+        training={"epochs": 1, "eval_steps": 50, "per_device_batch_size": 3})
+    result = train(load_recipe(recipe_file))
+    assert result.final_dir is not None
+    weak = [batch for batch in batches if set(batch) <= titles]
+    labelled = [batch for batch in batches if not set(batch) & titles]
+    assert weak and labelled
+    assert len(weak) + len(labelled) == len(batches)  # no batch mixes the two
+    # the 12 sampled pairs, less those NO_DUPLICATES leaves out (the tiny corpus repeats
+    # titles) and a last short batch
+    assert 6 <= sum(map(len, weak)) <= 12
+
+
+@pytest.mark.parametrize(("extra", "match"), [
+    ({"data": {"weak_pairs_max": 5}}, "needs data.weak_pairs"),
+    ({"data": {"weak_pairs": "title", "batch_by": "title"}}, "no group"),
+])
+def test_weak_pairs_refuse_what_they_cannot_serve(make_recipe, tiny_beir_path, extra, match):
+    recipe_file, _ = make_recipe("bad", data_path=tiny_beir_path, **extra)
+    with pytest.raises(RecipeError, match=match):
+        load_recipe(recipe_file)
