@@ -279,10 +279,6 @@ def pick_on_dev(models: Sequence, names: Sequence[str], settings: DevSettings, *
     model's; the second gets 1 - w) on the dev split, through ``tapt eval``'s path
     (:class:`~tapt.retrieval.dense.DenseRetriever`, :func:`~tapt.retrieval.evaluate.evaluate`),
     and pick the best by ``settings.metric`` (:func:`best_weight`)."""
-    from tapt.encoders.factory import ModelOptions, wrap_model
-    from tapt.retrieval.evaluate import evaluate
-    from tapt.retrieval.factory import build_retriever
-
     if len(models) != 2:
         raise MergeError(f"--pick-on-dev merges exactly two models, got {len(models)}")
     if settings.metric not in METRIC_KEYS:
@@ -292,9 +288,6 @@ def pick_on_dev(models: Sequence, names: Sequence[str], settings: DevSettings, *
     guard = settings.guard
     if guard is not None and 0.0 not in grid:
         grid.append(0.0)  # the guard's reference: the second model alone
-    options = ModelOptions(dtype=settings.dtype, progress=settings.progress,
-                           max_tokens_per_batch=settings.max_tokens_per_batch,
-                           batch_size=settings.batch_size)
     states = [model.state_dict() for model in models]
     work = copy.deepcopy(models[0])
     if settings.device:
@@ -302,22 +295,9 @@ def pick_on_dev(models: Sequence, names: Sequence[str], settings: DevSettings, *
     points, info = [], {}
     for weight in grid:
         merge_into(work, states, [weight, 1.0 - weight], names)
-        encoder = wrap_model(work, options, name=f"merge w={weight:g}")
-        retriever = build_retriever(encoder, batch_size=settings.batch_size,
-                                    top_k=settings.top_k, progress=settings.progress)
-        report = evaluate(retriever, settings.dataset, settings.split,
-                          corpus_ids=settings.corpus_ids, with_title=settings.with_title)
-        point = GridPoint(weight=weight, metrics={key: float(report.metrics[key])
-                                                  for key in METRIC_KEYS})
-        if guard is not None:
-            checked = evaluate(retriever, guard.dataset, guard.split,
-                               corpus_ids=guard.corpus_ids, with_title=settings.with_title)
-            point.guard = {key: float(checked.metrics[key]) for key in METRIC_KEYS}
+        metrics, info, guarded = dev_metrics(work, settings, f"merge w={weight:g}")
+        point = GridPoint(weight=weight, metrics=metrics, guard=guarded)
         points.append(point)
-        info = {"data": data_label(settings.dataset.source), "split": settings.split,
-                "corpus_size": report.info.get("corpus_size"),
-                "num_queries": report.info.get("num_queries"),
-                "eval_dtype": report.info.get("dtype")}
         if on_point is not None:
             on_point(point)
     del work
@@ -328,6 +308,36 @@ def pick_on_dev(models: Sequence, names: Sequence[str], settings: DevSettings, *
                         picked=best_weight(points, settings.metric,
                                            None if guard is None else guard.tolerance),
                         info={**settings.info, **info})
+
+
+def dev_metrics(model, settings: DevSettings, name: str
+                ) -> tuple[dict[str, float], dict, dict[str, float] | None]:
+    """``(dev metrics, what was evaluated, guard metrics or None)`` of ``model`` under
+    ``settings``, through ``tapt eval``'s path (the merges of :func:`pick_on_dev` and the
+    soups of :mod:`tapt.training.soup` are evaluated here)."""
+    from tapt.encoders.factory import ModelOptions, wrap_model
+    from tapt.retrieval.evaluate import evaluate
+    from tapt.retrieval.factory import build_retriever
+
+    options = ModelOptions(dtype=settings.dtype, progress=settings.progress,
+                           max_tokens_per_batch=settings.max_tokens_per_batch,
+                           batch_size=settings.batch_size)
+    retriever = build_retriever(wrap_model(model, options, name=name),
+                                batch_size=settings.batch_size, top_k=settings.top_k,
+                                progress=settings.progress)
+    report = evaluate(retriever, settings.dataset, settings.split,
+                      corpus_ids=settings.corpus_ids, with_title=settings.with_title)
+    metrics = {key: float(report.metrics[key]) for key in METRIC_KEYS}
+    guard, guarded = settings.guard, None
+    if guard is not None:
+        checked = evaluate(retriever, guard.dataset, guard.split,
+                           corpus_ids=guard.corpus_ids, with_title=settings.with_title)
+        guarded = {key: float(checked.metrics[key]) for key in METRIC_KEYS}
+    info = {"data": data_label(settings.dataset.source), "split": settings.split,
+            "corpus_size": report.info.get("corpus_size"),
+            "num_queries": report.info.get("num_queries"),
+            "eval_dtype": report.info.get("dtype")}
+    return metrics, info, guarded
 
 
 # --- the whole operation ------------------------------------------------------------------

@@ -78,7 +78,7 @@ def base_models(specs: Sequence) -> list[str]:
 
 
 def merge_card(records: list[dict], selection: DevSelection | None,
-               base: list[str]) -> str:
+               base: list[str], soup: dict | None = None) -> str:
     """The model card: front matter (license, library, base models, a ``model-index`` with
     the picked weight's dev metrics) and the sources, weights and dev grid."""
     from huggingface_hub import EvalResult, ModelCardData
@@ -132,15 +132,37 @@ def merge_card(records: list[dict], selection: DevSelection | None,
                       + ([f"{p.guard[selection.metric]:.4f}"] if guarded else []))
                   + (" | picked |" if p.weight == selection.picked else " | |")
                   for p in selection.points]
+    if soup is not None:
+        lines += ["", *soup_card_lines(soup)]
     lines += ["", HOW_TO_LOAD]
     return "\n".join(lines)
 
 
+def soup_card_lines(soup: dict) -> list[str]:
+    """The card's section on a model soup (:mod:`tapt.training.soup`)."""
+    metric = next(iter(soup["dev"]), "binary_ndcg@10")
+    how = ("A **uniform soup**: the mean of every ingredient (Wortsman et al., 2022)."
+           if soup["method"] == "uniform" else
+           "A **greedy soup** (Wortsman et al., 2022, Algorithm 1): the runs sorted by their "
+           "own best dev metric, each added if the mean with it scored at least as well on "
+           "dev as without it.")
+    lines = ["### Soup", "", how, "", f"Dev {metric} of the exported soup: "
+             f"{soup['dev'][metric]:.4f}."]
+    if soup["steps"]:
+        lines += ["", f"| step | run tried | dev {metric} | kept |", "|---:|---|---:|---|"]
+        lines += [f"| {i} | `{Path(step['ingredient']).name}` | {step['dev'][metric]:.4f} | "
+                  f"{'yes' if step['kept'] else 'no'} |"
+                  for i, step in enumerate(soup["steps"], start=1)]
+    return lines
+
+
 def export_merge(model, output: Path, *, spec, sources: Sequence, weights: Sequence[float],
                  selection: DevSelection | None = None, overwrite: bool = False,
-                 dtype: str = "float32") -> Path:
+                 dtype: str = "float32", soup: dict | None = None) -> Path:
     """Write the merged ``model`` (loaded from ``spec``'s architecture, the first source)
-    to ``output``, staged and renamed into place; returns ``output``."""
+    to ``output``, staged and renamed into place; returns ``output``. ``soup``: the record
+    of a model soup (:class:`tapt.training.soup.SoupResult`), kept in ``merge.json`` and
+    the card."""
     from tapt.encoders.preset_record import write_preset_record
     from tapt.files import (
         atomic_write_json,
@@ -165,9 +187,10 @@ def export_merge(model, output: Path, *, spec, sources: Sequence, weights: Seque
                         weights=list(weights))
     atomic_write_json(staging / MERGE_FILE, {
         "sources": records, "weights": list(weights), "formula": FORMULA, "dtype": dtype,
-        "pick_on_dev": selection.to_dict() if selection is not None else None})
+        "pick_on_dev": selection.to_dict() if selection is not None else None,
+        **({"soup": soup} if soup is not None else {})})
     atomic_write_text(staging / "README.md", merge_card(records, selection,
-                                                        base_models(sources)))
+                                                        base_models(sources), soup))
     return replace_folder(staging, output, overwrite=overwrite)
 
 

@@ -1,0 +1,92 @@
+"""``tapt soup``: choosing and combining trained models (model soups). torch and the
+training code are imported inside the handler."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from rich.markup import escape
+
+from tapt.cli import terminal
+from tapt.cli.options import check_folder
+
+
+def add_parsers(commands) -> None:
+    """``tapt soup``."""
+    soup = commands.add_parser(
+        "soup", help="average several finished runs of one base model (greedy or uniform "
+                     "model soup, picked on their shared dev set) into a new export")
+    soup.add_argument("runs", nargs="+", type=Path, metavar="RUN",
+                      help="finished run folders (final/, recipe.yaml, results.json), or a "
+                           "tapt sweep folder (its finished trials)")
+    soup.add_argument("--output", type=Path, required=True,
+                      help="folder of the soup's export (must not exist)")
+    soup.add_argument("--method", choices=("greedy", "uniform"), default="greedy",
+                      help="greedy (default): add runs best-dev first while dev does not "
+                           "drop; uniform: the mean of all")
+    soup.add_argument("--top", type=int, default=None, metavar="K",
+                      help="only the K runs with the best recorded dev metric")
+    soup.add_argument("--overwrite", action="store_true",
+                      help="replace --output if it is a tapt export (never a run)")
+    soup.add_argument("--export-dtype", choices=("float32", "bfloat16", "float16"),
+                      default="float32", help="dtype of the exported weights")
+
+
+def expand_runs(paths: list[Path]) -> list[Path]:
+    """Run folders: a sweep folder (``sweep.json``) becomes its finished trials' folders."""
+    from tapt.training.merge_types import MergeError
+
+    runs: list[Path] = []
+    for path in paths:
+        state = path / "sweep.json"
+        if not state.is_file():
+            runs.append(path)
+            continue
+        try:
+            trials = json.loads(state.read_text(encoding="utf-8"))["trials"]
+            found = [Path(t["folder"]) for t in trials if t.get("status") == "finished"]
+        except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as err:
+            raise MergeError(f"{state}: not a readable tapt sweep ({err})") from None
+        runs += [folder if folder.is_absolute() else path / folder.name for folder in found]
+    return runs
+
+
+def top_runs(runs: list[Path], top: int | None) -> list[Path]:
+    """The ``top`` runs with the best recorded best-dev metric (all without ``top``)."""
+    from tapt.training.merge_types import MergeError
+    from tapt.training.soup import read_ingredient
+
+    if top is None:
+        return runs
+    if top < 2:
+        raise MergeError(f"--top {top}: a soup needs at least 2 runs")
+    ingredients = [read_ingredient(run) for run in runs]
+    metric = ingredients[0].recipe.eval.metric
+    ranked = sorted(ingredients, key=lambda i: -i.recorded_dev[metric])
+    return [i.run for i in ranked[:top]]
+
+
+def cmd_soup(args: argparse.Namespace) -> int:
+    from tapt.training.soup import soup
+
+    check_folder("--output", args.output.parent, shown=args.output)
+    runs = top_runs(expand_runs(args.runs), args.top)
+
+    def shown(step) -> None:
+        metric = next(iter(step.dev))
+        terminal.console.print(f"tried {escape(step.ingredient)}: dev {metric} "
+                               f"{step.dev[metric]:.4f} ({'kept' if step.kept else 'left out'})",
+                               highlight=False, soft_wrap=True)
+
+    result = soup(runs, args.output, method=args.method, overwrite=args.overwrite,
+                  export_dtype=args.export_dtype, on_step=shown)
+    metric = next(iter(result.dev))
+    terminal.console.print(f"{result.method} soup of {len(result.ingredients)} of {len(runs)} "
+                           f"runs: dev {metric} {result.dev[metric]:.4f}; written to "
+                           f"{escape(str(result.output))}", highlight=False, soft_wrap=True)
+    return 0
+
+
+COMMANDS = {"soup": cmd_soup}

@@ -1,0 +1,220 @@
+"""Model soups: average the weights of several fine-tuned runs of one base model
+(Wortsman et al., 2022, "Model soups", Algorithm 1), ``tapt soup`` and ``tapt sweep
+--soup K``.
+
+- ``uniform``: the element-wise mean of every ingredient's exported model;
+- ``greedy``: the ingredients sorted by their own best dev metric (recorded in each run's
+  ``results.json``), best first; each is added to the soup if the mean of the soup and it
+  scores at least as well on dev as the soup without it (Wortsman's ``>=``). The soup
+  starts as the best ingredient alone, evaluated with the same evaluator, so a greedy soup
+  never scores below its best ingredient on dev.
+
+Every ingredient must be a finished tapt run (``final/``, ``recipe.yaml``,
+``results.json``) of the same architecture, evaluated on the same dev set: the recipes'
+dev data keys (path, config, splits, carve, distractors, relevance rule, titles) and dev
+metric must be equal, else the soup is refused naming the key. The dev set is the
+recipes' (``tapt.training.contrastive.load_recipe_data``: a carved dev split too), the
+evaluation ``tapt eval``'s (:func:`tapt.training.merge.dev_metrics`). The result is a
+normal tapt export (:func:`tapt.training.merge_export.export_merge`) whose card and
+``merge.json`` list the ingredients, the weights and each greedy step.
+
+Limits: every ingredient's state dict is held in memory at once (K x the float32 model)
+plus one working copy; the greedy soup costs K dev evaluations, the uniform one 1.
+
+Example::
+
+    from tapt.training.soup import soup
+
+    result = soup(["runs/a", "runs/b", "runs/c"], "runs/soup", method="greedy")
+    result.ingredients, result.dev["binary_ndcg@10"]
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from tapt.training.merge_types import MergeError
+
+SoupMethod = Literal["greedy", "uniform"]
+DEV_KEYS = ("path", "config", "revision", "train_split", "dev_split", "dev_from_train",
+            "dev_seed", "dev_distractors", "relevant_from", "with_title", "lenient")
+"""The recipe ``data`` keys that define the dev set: equal in every ingredient."""
+TIE_TOLERANCE = 1e-9
+
+
+@dataclass
+class Ingredient:
+    """One finished run: its folder, export and recorded best dev metrics."""
+
+    run: Path
+    recipe: object
+    recorded_dev: dict[str, float]
+
+    @property
+    def model(self) -> Path:
+        return self.run / "final"
+
+
+@dataclass
+class SoupStep:
+    """One greedy step: the ingredient tried, the soup's dev metrics with it, kept or not."""
+
+    ingredient: str
+    dev: dict[str, float]
+    kept: bool
+
+
+@dataclass
+class SoupResult:
+    output: Path
+    method: SoupMethod
+    ingredients: list[str]
+    """The runs in the soup, in the order they were added."""
+    weights: list[float]
+    dev: dict[str, float]
+    steps: list[SoupStep] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return {"method": self.method, "ingredients": self.ingredients,
+                "weights": self.weights, "dev": self.dev,
+                "steps": [vars(step) for step in self.steps]}
+
+
+def read_ingredient(run: str | Path, metric: str | None = None) -> Ingredient:
+    """A finished run folder as an :class:`Ingredient`; anything else is a MergeError naming
+    the folder and what is missing."""
+    from tapt.recipe import RecipeError, load_recipe
+
+    run = Path(run)
+    results, recipe_file = run / "results.json", run / "recipe.yaml"
+    if not (run / "final").is_dir() or not results.is_file() or not recipe_file.is_file():
+        raise MergeError(f"{run}: not a finished tapt run (needs final/, results.json and "
+                         "recipe.yaml)")
+    try:
+        record = json.loads(results.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise MergeError(f"{results}: cannot be read ({err})") from None
+    if not isinstance(record, dict) or record.get("status") != "finished":
+        raise MergeError(f"{results}: the run did not finish")
+    try:
+        recipe = load_recipe(recipe_file)
+    except RecipeError as err:
+        raise MergeError(str(err)) from None
+    dev = (record.get("summary") or {}).get("best dev")
+    wanted = metric or recipe.eval.metric
+    if not isinstance(dev, dict) or not isinstance(dev.get(wanted), (int, float)):
+        raise MergeError(f"{results}: no 'best dev' {wanted} recorded")
+    return Ingredient(run=run, recipe=recipe, recorded_dev=dev)
+
+
+def check_same_dev(ingredients: Sequence[Ingredient]) -> None:
+    """Refuse ingredients whose recipes evaluate dev differently, naming the key."""
+    first = ingredients[0]
+    for other in ingredients[1:]:
+        for key in DEV_KEYS:
+            a, b = getattr(first.recipe.data, key), getattr(other.recipe.data, key)
+            if a != b:
+                raise MergeError(f"data.{key} differs between {first.run} ({a!r}) and "
+                                 f"{other.run} ({b!r}): a soup's ingredients must share one "
+                                 "dev set")
+        if first.recipe.eval.metric != other.recipe.eval.metric:
+            raise MergeError(f"eval.metric differs between {first.run} and {other.run}")
+        if first.recipe.model.max_seq_length != other.recipe.model.max_seq_length:
+            raise MergeError(f"model.max_seq_length differs between {first.run} and "
+                             f"{other.run}")
+
+
+def dev_settings(recipe):
+    """The :class:`~tapt.training.merge.DevSettings` of a recipe's own dev evaluation."""
+    from tapt.data.subcorpus import subcorpus_ids
+    from tapt.training.contrastive import load_recipe_data
+    from tapt.training.merge import DevSettings
+
+    dataset = load_recipe_data(recipe, with_test=False)
+    data = recipe.data
+    corpus_ids = subcorpus_ids(dataset, data.dev_split, distractors=data.dev_distractors,
+                               seed=data.dev_seed)
+    return DevSettings(dataset=dataset, split=data.dev_split, corpus_ids=corpus_ids,
+                       metric=recipe.eval.metric, with_title=data.with_title,
+                       batch_size=recipe.eval.batch_size, top_k=recipe.eval.top_k,
+                       max_tokens_per_batch=recipe.eval.max_tokens_per_batch,
+                       dtype=recipe.eval.dtype)
+
+
+def uniform(count: int) -> list[float]:
+    return [1.0 / count] * count
+
+
+def greedy_order(ingredients: Sequence[Ingredient], metric: str) -> list[int]:
+    """Indices by recorded best dev ``metric``, best first (ties: the given order)."""
+    return sorted(range(len(ingredients)), key=lambda i: -ingredients[i].recorded_dev[metric])
+
+
+def soup(runs: Sequence[str | Path], output: str | Path, *, method: SoupMethod = "greedy",
+         overwrite: bool = False, export_dtype: str = "float32",
+         on_step: Callable[[SoupStep], None] | None = None) -> SoupResult:
+    """Cook the soup of ``runs`` (finished run folders, at least 2) into the tapt export
+    ``output`` (see the module docstring); ``output`` is checked before anything loads."""
+    import copy
+
+    from tapt.training.merge import (
+        check_same_architecture,
+        dev_metrics,
+        load_sources,
+        merge_into,
+    )
+    from tapt.training.merge_export import check_merge_output, export_merge
+
+    if len(runs) < 2:
+        raise MergeError(f"a soup needs at least 2 runs, got {len(runs)}")
+    if len(set(map(str, runs))) != len(runs):
+        raise MergeError("a run is given twice: each ingredient once")
+    output = Path(output)
+    ingredients = [read_ingredient(run) for run in runs]
+    check_merge_output(output, [str(i.model) for i in ingredients], overwrite=overwrite)
+    check_same_dev(ingredients)
+    settings = dev_settings(ingredients[0].recipe)
+    metric = settings.metric
+    names = [str(i.model) for i in ingredients]
+    models, specs = load_sources(names)
+    check_same_architecture(models, names)
+    states = [model.state_dict() for model in models]
+    work = copy.deepcopy(models[0])
+
+    def taste(members: list[int]) -> dict[str, float]:
+        merge_into(work, [states[i] for i in members], uniform(len(members)),
+                   [names[i] for i in members])
+        metrics, _, _ = dev_metrics(work, settings, f"soup of {len(members)}")
+        return metrics
+
+    steps: list[SoupStep] = []
+    if method == "uniform":
+        members = list(range(len(ingredients)))
+        best = taste(members)
+    else:
+        order = greedy_order(ingredients, metric)
+        members = [order[0]]
+        best = taste(members)
+        steps.append(SoupStep(str(ingredients[order[0]].run), best, True))
+        for index in order[1:]:
+            tried = taste([*members, index])
+            kept = tried[metric] >= best[metric] - TIE_TOLERANCE
+            if kept:
+                members, best = [*members, index], tried
+            steps.append(SoupStep(str(ingredients[index].run), tried, kept))
+            if on_step is not None:
+                on_step(steps[-1])
+    weights = [1.0 / len(members) if i in members else 0.0 for i in range(len(ingredients))]
+    merge_into(work, [states[i] for i in members], uniform(len(members)),
+               [names[i] for i in members])
+    result = SoupResult(output=output, method=method,
+                        ingredients=[str(ingredients[i].run) for i in members],
+                        weights=weights, dev=best, steps=steps)
+    del states, models
+    export_merge(work, output, spec=specs[0], sources=specs, weights=weights,
+                 overwrite=overwrite, dtype=export_dtype, soup=result.to_dict())
+    return result

@@ -1,0 +1,93 @@
+"""Model soups (tapt soup, tapt.training.soup): greedy never below its best ingredient."""
+
+from __future__ import annotations
+
+import pytest
+
+from tapt.cli import main
+from tapt.recipe import load_recipe
+from tapt.training.contrastive import train
+from tapt.training.merge_types import MergeError
+from tapt.training.soup import dev_settings, read_ingredient, soup
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory, tiny_bert_path, tiny_beir_path):
+    """Three finished tiny runs of one base model and dev set: seeds and learning rates
+    differ, so their weights (and dev metrics) do."""
+    import yaml
+
+    root = tmp_path_factory.mktemp("soup-runs")
+    folders = []
+    for seed, lr in ((0, 1e-3), (1, 3e-3), (2, 3e-2)):
+        recipe = {"model": {"name": str(tiny_bert_path)},
+                  "data": {"path": str(tiny_beir_path), "dev_distractors": 10},
+                  "training": {"max_steps": 3, "eval_steps": 1, "per_device_batch_size": 3,
+                               "seed": seed, "learning_rate": lr, "bf16": False},
+                  "eval": {"batch_size": 8}, "output_dir": str(root / f"run{seed}")}
+        path = root / f"run{seed}.yaml"
+        path.write_text(yaml.safe_dump(recipe))
+        folders.append(train(load_recipe(path)).run_dir)
+    return folders
+
+
+def dev_of(model_path, settings):
+    from tapt.training.merge import dev_metrics, load_sources
+
+    (model,), _ = load_sources([str(model_path)])
+    return dev_metrics(model, settings, str(model_path))[0]
+
+
+def test_greedy_soup_never_scores_below_its_best_ingredient(runs, tmp_path):
+    ingredients = [read_ingredient(run) for run in runs]
+    settings = dev_settings(ingredients[0].recipe)
+    metric = settings.metric
+    best_recorded = max(ingredients, key=lambda i: i.recorded_dev[metric])
+    result = soup(runs, tmp_path / "soup", method="greedy")
+    assert result.steps[0].ingredient == str(best_recorded.run)
+    assert result.dev[metric] >= dev_of(best_recorded.model, settings)[metric] - 1e-9
+    best = result.steps[0].dev[metric]
+    for step in result.steps[1:]:  # kept exactly when the soup with it did not drop
+        assert step.kept == (step.dev[metric] >= best - 1e-9)
+        best = max(best, step.dev[metric]) if step.kept else best
+    # the export is the soup that was measured
+    assert dev_of(tmp_path / "soup", settings)[metric] == pytest.approx(result.dev[metric])
+    assert sum(result.weights) == pytest.approx(1.0)
+    card = (tmp_path / "soup" / "README.md").read_text()
+    assert "greedy soup" in card and "| kept |" in card
+
+
+def test_uniform_soup_is_the_mean_of_the_ingredients(runs, tmp_path):
+    from safetensors.torch import load_file
+
+    result = soup(runs, tmp_path / "uniform", method="uniform")
+    assert result.weights == pytest.approx([1 / 3] * 3)
+    sources = [load_file(run / "final" / "model.safetensors") for run in runs]
+    souped = load_file(tmp_path / "uniform" / "model.safetensors")
+    for key, tensor in souped.items():
+        if tensor.is_floating_point():
+            expected = sum(s[key].double() for s in sources) / 3
+            assert (tensor.double() - expected).abs().max() < 1e-6, key
+
+
+def test_ingredients_on_another_dev_set_are_refused(runs, tmp_path):
+    import shutil
+
+    import yaml
+
+    other = tmp_path / "other"
+    shutil.copytree(runs[1], other)
+    recipe = yaml.safe_load((other / "recipe.yaml").read_text())
+    recipe["data"]["dev_distractors"] = 3
+    (other / "recipe.yaml").write_text(yaml.safe_dump(recipe))
+    with pytest.raises(MergeError, match="data.dev_distractors differs"):
+        soup([runs[0], other], tmp_path / "soup")
+    assert not (tmp_path / "soup").exists()
+
+
+def test_cli_soup_of_the_top_runs(runs, tmp_path, capsys):
+    assert main(["soup", *map(str, runs), "--top", "2", "--method", "uniform",
+                 "--output", str(tmp_path / "cli")]) == 0
+    shown = capsys.readouterr().out
+    assert "uniform soup of 2 of 2 runs" in shown
+    assert main(["soup", str(runs[0]), "--output", str(tmp_path / "one")]) == 2
