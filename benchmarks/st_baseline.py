@@ -53,7 +53,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--lr", type=float, default=2e-5)
     parser.add_argument("--warmup-ratio", type=float, default=0.1)
-    parser.add_argument("--max-seq-length", type=int, default=256)
+    parser.add_argument("--max-seq-length", type=int, default=None,
+                        help="tokens per text (default: the model's own)")
     parser.add_argument("--bf16", action=argparse.BooleanOptionalAction, default=True)
     args = parser.parse_args(argv)
 
@@ -76,7 +77,8 @@ def main(argv: list[str] | None = None) -> int:
     rows = Dataset.from_dict(training_pairs(args.data, args.dev_from_train, args.dev_seed))
     set_seed(args.seed)
     model = SentenceTransformer(str(resolve_model_path(args.model)), device="cpu")
-    model.max_seq_length = args.max_seq_length
+    if args.max_seq_length:
+        model.max_seq_length = args.max_seq_length
     training = SentenceTransformerTrainingArguments(
         output_dir=str(args.output / "checkpoints"), num_train_epochs=args.epochs,
         per_device_train_batch_size=args.batch_size, learning_rate=args.lr,

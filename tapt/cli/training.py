@@ -82,7 +82,9 @@ def _add_merge_parser(commands) -> None:
         "picking the weight on dev (two models: put the fine-tuned one first)")
     pick.add_argument("--pick-on-dev", default=None, metavar="DATA",
                       help="BEIR folder or Hub dataset id: evaluate each --grid weight on its "
-                           "dev split as tapt eval does and keep the best")
+                           "dev split as tapt eval does and keep the best; or a tapt run "
+                           "folder: its recipe's own dev set (a carved dev split, its "
+                           "sub-corpus and encoding settings; the data flags are not used)")
     pick.add_argument("--grid", type=fraction, nargs="+", default=None, metavar="W",
                       help="weights of the first model to try (the second gets 1 - W; "
                            "default: 0 0.25 0.5 0.75 1)")
@@ -185,7 +187,17 @@ def cmd_merge(args: argparse.Namespace) -> int:
     check_merge_output(args.output, args.models, overwrite=args.overwrite)
     check_folder("--output", args.output.parent, shown=args.output)
     dev = None
-    if args.pick_on_dev:
+    run_recipe = Path(args.pick_on_dev or "") / "recipe.yaml"
+    if args.pick_on_dev and run_recipe.is_file():  # a run folder: its own dev set
+        from dataclasses import replace
+
+        from tapt.recipe import load_recipe
+        from tapt.training.soup import dev_settings
+
+        dev = replace(dev_settings(load_recipe(run_recipe)), grid=grid, metric=args.metric,
+                      device=args.device, progress=terminal.show_progress(args),
+                      guard=_guard_set(args))
+    elif args.pick_on_dev:
         from tapt.data.beir import strictness
         from tapt.data.sources import load_data
         from tapt.data.subcorpus import subcorpus_ids

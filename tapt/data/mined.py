@@ -16,11 +16,16 @@ from tapt.finite import finite_number
 
 
 def read_mined(path: str | Path, dataset: BeirDataset, split: str) -> dict[str, list[str]]:
-    """``{query_id: [negative ids, in file order]}`` for the queries of ``split``."""
+    """``{query_id: [negative ids, in file order]}`` for the queries of ``split``. Lines of
+    queries carved off ``split`` into a dev split (``data.dev_from_train``) are skipped:
+    the file was mined for the whole train split."""
     path = Path(path)
     if not path.is_file():
         raise DataError(path, "mined-negatives file not found (make it with tapt mine)")
     qrels = dataset.split(split)
+    carve = dataset.carved or {}
+    carved_off = dataset.qrels.get(carve.get("split"), {}) \
+        if carve.get("carved_from") == split else {}
     mined: dict[str, list[str]] = {}
     for line, record in iter_jsonl(path):
         query_id = record.get("query_id")
@@ -29,6 +34,8 @@ def read_mined(path: str | Path, dataset: BeirDataset, split: str) -> dict[str, 
         check_id(path, line, query_id, "query_id")
         if query_id not in dataset.queries:
             raise DataError(path, f"unknown query {query_id!r}", line, "query_id")
+        if query_id not in qrels and query_id in carved_off:
+            continue  # mined for the train split before its dev queries were carved off
         if query_id not in qrels:
             raise DataError(path, f"query {query_id!r} is not in the {split} split", line,
                             "query_id")

@@ -104,3 +104,28 @@ def test_recipe_refuses_a_carve_that_is_neither_a_count_nor_a_fraction(tmp_path,
     folder.mkdir()
     with pytest.raises(RecipeError, match="dev_from_train"):
         recipe_for(folder, dev_from_train=value)
+
+
+def test_mined_lines_of_carved_off_queries_are_skipped(tmp_path, tiny_beir_path):
+    import json
+
+    from tapt.data.mined import read_mined
+
+    data = load_data(tiny_beir_path, splits=["train"])
+    carved = carve_dev(data, size=2, seed=0, split="carved")
+    mined = tmp_path / "mined.jsonl"
+    with mined.open("w") as handle:
+        for query_id in data.split("train"):
+            handle.write(json.dumps({"query_id": query_id,
+                                     "negatives": [{"id": "d0"}]}) + "\n")
+    read = read_mined(mined, carved, "train")
+    assert set(read) == set(carved.split("train"))
+    with pytest.raises(DataError, match="not in the train split"):
+        read_mined(mined, replace_carved(carved), "train")
+
+
+def replace_carved(dataset):
+    """The same splits without the carve record: the dev lines are then foreign."""
+    from dataclasses import replace
+
+    return replace(dataset, carved=None)

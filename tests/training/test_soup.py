@@ -91,3 +91,17 @@ def test_cli_soup_of_the_top_runs(runs, tmp_path, capsys):
     shown = capsys.readouterr().out
     assert "uniform soup of 2 of 2 runs" in shown
     assert main(["soup", str(runs[0]), "--output", str(tmp_path / "one")]) == 2
+
+
+def test_merge_picks_on_a_run_folders_own_dev_set(runs, tmp_path, tiny_bert_path):
+    import json
+
+    settings = dev_settings(read_ingredient(runs[0]).recipe)
+    assert main(["merge", str(runs[0] / "final"), str(tiny_bert_path), "--output",
+                 str(tmp_path / "wise"), "--pick-on-dev", str(runs[0]), "--grid", "1",
+                 "0.5", "--quiet"]) == 0
+    picked = json.loads((tmp_path / "wise" / "merge.json").read_text())["pick_on_dev"]
+    assert picked["corpus_size"] == len(settings.corpus_ids)
+    at_one = next(p for p in picked["grid"] if p["weights"] == [1.0, 0.0])
+    assert at_one["binary_ndcg@10"] == pytest.approx(
+        dev_of(runs[0] / "final", settings)["binary_ndcg@10"])
