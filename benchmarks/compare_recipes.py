@@ -123,6 +123,13 @@ def tapt(*args: str) -> None:
     subprocess.run([sys.executable, "-m", "tapt", *args], check=True)
 
 
+def write_wall(folder: Path, seconds: float) -> None:
+    """``folder/wall.json``: how long making the arm's model took, and the load then."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "wall.json").write_text(json.dumps(
+        {"seconds": seconds, "load_average": os.getloadavg()[0]}) + "\n")
+
+
 def max_length(recipe) -> list[str]:
     """``--max-seq-length N`` when the recipe sets one (else the model's own)."""
     length = recipe.model.max_seq_length
@@ -168,14 +175,24 @@ class Comparison:
         return {key: written[key] for key in METRICS}
 
     def record(self, folder: Path, model: Path, started: float, **extra) -> dict:
-        """Measure ``model`` and write ``folder/arm.json`` (dev, test, seconds, load)."""
+        """Measure ``model`` and write ``folder/arm.json``: dev, test, the wall seconds of
+        making the model (``wall.json``, written when it was made) and of measuring it, and
+        the 1-minute load average then."""
         path = folder / "arm.json"
         if path.is_file():
             return json.loads(path.read_text())
+        made = folder / "wall.json"
+        if not made.is_file():  # made within this call (a post-hoc arm, or cut short)
+            write_wall(folder, time.time() - started)
+        measuring = time.time()
         row = {"model": str(model), "dev": self.dev(model),
-               "test": self.test(model, folder / "test-float32.json"),
-               "seconds": round(time.time() - started), "load_average": os.getloadavg()[0],
-               **extra}
+               "test": self.test(model, folder / "test-float32.json")}
+        making = json.loads(made.read_text())
+        row.update(making_seconds=round(making["seconds"]),
+                   making_load_average=making["load_average"],
+                   measuring_seconds=round(time.time() - measuring),
+                   load_average=os.getloadavg()[0], **extra)
+        row["seconds"] = row["making_seconds"] + row["measuring_seconds"]
         folder.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(row, indent=2) + "\n")
         return row
@@ -213,6 +230,7 @@ class Comparison:
                 == "finished"):
             tapt("train", str(self.args.recipe), f"data.path={self.args.data}",
                  f"output_dir={folder}", "eval.zero_shot=false", *self.args.set, *overrides)
+            write_wall(folder, time.time() - started)  # mining included
         summary = json.loads(results.read_text())["summary"]
         return self.record(folder, folder / "final", started, overrides=overrides,
                            in_loop_dev=summary.get("best dev"))
@@ -254,7 +272,9 @@ class Comparison:
         if data.dev_from_train is not None:
             command += ["--dev-from-train", str(data.dev_from_train),
                         "--dev-seed", str(data.dev_seed)]
-        subprocess.run(command, check=True)
+        if not (folder / "final").is_dir():
+            subprocess.run(command, check=True)
+            write_wall(folder, time.time() - started)
         return self.record(folder, folder / "final", started)
 
     def sweep(self, arm: str, seed: int, started: float) -> dict:
@@ -394,7 +414,7 @@ def table(comparison: Comparison, results: dict[str, list[dict]], zero: dict | N
             cells += [f"{t.delta:+.4f} [{t.ci_low:+.4f}, {t.ci_high:+.4f}]",
                       f"{versus.p_holm:.3f}", f"{t.detectable:.4f}"]
         minutes = statistics.mean(r["seconds"] for r in rows) / 60
-        load = statistics.mean(r["load_average"] for r in rows)
+        load = statistics.mean(r.get("making_load_average", r["load_average"]) for r in rows)
         cells.append(f"{minutes:.1f} ({load:.1f})")
         lines.append("| " + " | ".join(cells) + " |")
     if zero is not None:
@@ -413,8 +433,8 @@ def table(comparison: Comparison, results: dict[str, list[dict]], zero: dict | N
              "averages each query's value over the seeds first, then a randomization test "
              "(10,000 sign flips) per arm, Holm-corrected across arms; 'detectable Δ' is the "
              "smallest true difference the test finds with 80 % power (alpha 0.05). Minutes: "
-             "training (or making) and measuring one seed's model, with the 1-minute load "
-             "average when it finished.")
+             "training (or making) and measuring one seed's model; in brackets the 1-minute "
+             "load average when it was made (2 cores).")
     data = {"arms": {arm: vars(ARMS[arm]) for arm in results}, "results": results,
             "comparison": comparison_data.to_dict(metric), "verdict": verdict}
     return "\n".join(lines) + f"\n\n{notes}\n\n{verdict}\n", data
