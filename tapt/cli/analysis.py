@@ -29,6 +29,7 @@ from tapt.files import atomic_write_json, atomic_write_text
 def add_parsers(commands) -> None:
     """``tapt compare``, ``ablate``, ``analyze``, ``probe`` and ``report``."""
     from tapt.analysis.ablation import DEFAULT_FRACTIONS
+    from tapt.analysis.pairing import ALLOWABLE
     from tapt.retrieval.metrics import METRIC_KEYS
 
     compare = commands.add_parser(
@@ -54,6 +55,13 @@ def add_parsers(commands) -> None:
                          help="test every system against this one on per-query values: "
                               "mean difference, 95%% bootstrap CI, paired randomization "
                               "test p, Holm-corrected across systems")
+    compare.add_argument("--allow-different", action="append", default=[],
+                         choices=ALLOWABLE, metavar="|".join(ALLOWABLE),
+                         help="pair results that differ in this (repeat for several): "
+                              "corpus (and sub-corpus), e.g. C0 against C1 on the same "
+                              "queries and qrels; by default results of one corpus column "
+                              "must share corpus, queries, qrels, split, relevance rule, "
+                              "sub-corpus and top-k (tapt.analysis.pairing)")
     compare.add_argument("--resamples", type=positive_int, default=10_000,
                          help="bootstrap and randomization resamples (default 10000)")
     compare.add_argument("--seed", type=seed, default=0,
@@ -170,7 +178,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
                                  corpus_labels=parse_assignments(args.corpus, "--corpus"),
                                  latency=args.latency, baseline=args.baseline,
                                  test_metric=args.metric, n_resamples=args.resamples,
-                                 seed=args.seed)
+                                 seed=args.seed, allow_different=args.allow_different)
     terminal.console.print(comparison_table(comparison, args.metric))
     if output is not None:
         atomic_write_json(output, comparison.to_dict(args.metric))

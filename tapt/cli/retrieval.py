@@ -107,6 +107,7 @@ def _check_outputs(args: argparse.Namespace) -> None:
 
 def _run_retrieval(args: argparse.Namespace, make_retriever) -> int:
     from tapt.data.beir import strictness
+    from tapt.data.fingerprint import remember_digests
     from tapt.data.sources import load_data
     from tapt.data.subcorpus import subcorpus_ids
     from tapt.retrieval.evaluate import metrics_table
@@ -121,6 +122,7 @@ def _run_retrieval(args: argparse.Namespace, make_retriever) -> int:
                         corpus_store=args.corpus_store, corpus_cache=args.corpus_cache,
                         **strictness(args.lenient))
     labels = read_labels(args, dataset)  # tapt eval --by: before any encoding
+    remember_digests(dataset, [args.split])  # what was read, before an hour of encoding
     corpus_ids = subcorpus_ids(dataset, args.split, distractors=args.distractors,
                                fraction=args.fraction, seed=args.seed)
     retriever = make_retriever()

@@ -149,9 +149,20 @@ def load_hub(repo_id: str, config: str | None, splits: Iterable[str] = SPLITS, *
             cached = None
         if isinstance(cached, str):
             others[cached] = read_judged_ids(cached)
-    return build_dataset(corpus, queries, parsed, qrel_files, others, source=label,
-                         require_anchor=require_anchor, relevant_from=relevant_from,
-                         leaks=leaks)
+    dataset = build_dataset(corpus, queries, parsed, qrel_files, others, source=label,
+                            require_anchor=require_anchor, relevant_from=relevant_from,
+                            leaks=leaks)
+    dataset.content_files = {"corpus": cache_files(corpus_rows),
+                             "queries": cache_files(query_rows)}
+    return dataset
+
+
+def cache_files(rows) -> tuple[str, ...]:
+    """The Arrow files ``datasets`` holds ``rows`` in (empty for rows held in memory): what
+    the data fingerprint of a Hub dataset digests (:mod:`tapt.data.fingerprint`)."""
+    files = getattr(rows, "cache_files", None) or []
+    return tuple(str(item["filename"]) for item in files
+                 if isinstance(item, dict) and item.get("filename"))
 
 
 def offline_help(repo_id: str, config: str, err: Exception) -> str:

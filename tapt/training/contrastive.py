@@ -73,9 +73,14 @@ def load_recipe_data(recipe: Recipe, with_test: bool) -> BeirDataset:
     splits = [recipe.data.train_split, recipe.data.dev_split]
     if with_test:
         splits.append(recipe.data.test_split)
-    return load_data(recipe.data.path, recipe.data.config, splits,
-                     revision=recipe.data.revision, relevant_from=recipe.data.relevant_from,
-                     leaks="error", **strictness(recipe.data.lenient))
+    dataset = load_data(recipe.data.path, recipe.data.config, splits,
+                        revision=recipe.data.revision, relevant_from=recipe.data.relevant_from,
+                        leaks="error", **strictness(recipe.data.lenient))
+    if with_test:  # test.json's data fingerprint: the files as read now, not after training
+        from tapt.data.fingerprint import remember_digests
+
+        remember_digests(dataset, [recipe.data.test_split])
+    return dataset
 
 
 def column_prompts(model, columns: list[str] | None = None) -> dict[str, str]:
