@@ -134,6 +134,30 @@ def check_outputs(paths: Iterable[tuple[str, Path | None]], *, overwrite: bool =
         check_folder(flag, path.parent, shown=path)
 
 
+CACHE_FLAGS = (("--corpus-cache", "corpus_cache"), ("--cache-dir", "cache_dir"))
+"""The cache folders a command may take: checked by :func:`check_cache_folders`."""
+
+
+def check_cache_folders(args: argparse.Namespace) -> None:
+    """Before any command runs (``tapt.cli.main``): a cache folder given on the command line
+    must be a folder or one that can be created; a file there (or above it) is an error
+    naming the flag, not ``[Errno 17]`` once the data is loaded. A folder that cannot be
+    written passes: a read-only shared cache is read as it is."""
+    from tapt.files import check_writable
+
+    for flag, dest in CACHE_FLAGS:
+        folder = getattr(args, dest, None)
+        if folder is None:
+            continue
+        try:
+            check_writable(folder)
+        except NotADirectoryError as err:
+            raise NotADirectoryError(f"{flag} {folder}: {err}; give a folder for the "
+                                     "cache") from None
+        except PermissionError:
+            pass
+
+
 def check_folder(flag: str, folder: Path, *, shown: Path | None = None) -> None:
     """``folder`` exists and is writable, or can be created in its nearest existing
     ancestor; else an error naming ``flag`` and ``shown`` (default: ``folder``)."""
