@@ -176,10 +176,20 @@ class DataSettings(Section):
     passages' title: one patent per batch in FormBench), or ``label:FIELD`` (the anchors'
     ``labels.FIELD`` in corpus.jsonl); see tapt.training.grouped_batches."""
 
-    @field_validator("batch_by")
+    @field_validator("batch_by", mode="before")  # before the str check: YAML's mappings
     @classmethod
-    def _check_batch_by(cls, value: str) -> str:
-        if value in ("none", "title") or (value.startswith("label:") and value[6:].strip()):
+    def _check_batch_by(cls, value: Any) -> Any:
+        if isinstance(value, dict) and len(value) == 1 and next(iter(value)) == "label":
+            field_name = next(iter(value.values()))  # YAML read label: X as {label: X}
+            written = "label:" if field_name is None else f"label: {field_name}"
+            raise ValueError(f"{written!r} was read as a YAML mapping, not text: write the "
+                             "field right after the colon, label:FIELD (e.g. label:domain)")
+        if not isinstance(value, str):
+            return value  # pydantic's string check names the type
+        if value == "label:" or (value.startswith("label:") and not value[6:].strip()):
+            raise ValueError(f"{value!r} names no label field: label:FIELD, e.g. "
+                             "label:domain (the anchors' labels.FIELD in corpus.jsonl)")
+        if value in ("none", "title") or value.startswith("label:"):
             return value
         raise ValueError(f"expected none, title or label:FIELD, got {value!r}")
 
