@@ -89,9 +89,10 @@ def lifted(allow_different: Collection[str]) -> set[str]:
 
 
 def check_pair(first: DataKey, other: DataKey, *, fields: Collection[str],
-               allowed: Collection[str], where: str) -> None:
+               allowed: Collection[str], where: str, liftable: bool = True) -> None:
     """A ``ValueError`` naming the first of ``fields`` (not ``allowed``) in which the two
-    results differ, both values and both files; fields either one does not record pass."""
+    results differ, both values and both files; fields either one does not record pass.
+    ``liftable``: the message names ``--allow-different`` for an :data:`ALLOWABLE` field."""
     for name in fields:
         if name in allowed:
             continue
@@ -99,7 +100,7 @@ def check_pair(first: DataKey, other: DataKey, *, fields: Collection[str],
         if not _comparable(mine, theirs) or mine == theirs:
             continue
         hint = (f"; pass --allow-different {name} if that is what you mean"
-                if name in ALLOWABLE else "")
+                if name in ALLOWABLE and liftable else "")
         raise ValueError(f"{where}: {first.source} and {other.source} differ in {name} "
                          f"({_shown(name, mine)} vs {_shown(name, theirs)}): their numbers "
                          f"measure different things and are not paired; evaluate both on the "
