@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
-    Field,
     field_validator,
     model_validator,
 )
