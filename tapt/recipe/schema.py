@@ -183,8 +183,8 @@ class DataSettings(Section):
             written = "label:" if field_name is None else f"label: {field_name}"
             raise ValueError(f"{written!r} was read as a YAML mapping, not text: write the "
                              "field right after the colon, label:FIELD (e.g. label:domain)")
-        if not isinstance(value, str):
-            return value  # pydantic's string check names the type
+        if not isinstance(value, str) or not value.strip():
+            return value  # pydantic's string check names the type; Section's, a blank
         if value == "label:" or (value.startswith("label:") and not value[6:].strip()):
             raise ValueError(f"{value!r} names no label field: label:FIELD, e.g. "
                              "label:domain (the anchors' labels.FIELD in corpus.jsonl)")
