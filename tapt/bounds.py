@@ -111,8 +111,9 @@ class Bound:
         return self.check(value, name)
 
 
-NUMBER_TEXT = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?")
+NUMBER_TEXT = re.compile(r"[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?")
 """A decimal number as YAML and JSON users write it: ``5``, ``-2.5``, ``2e-5``, ``1E3``."""
+WHOLE_TEXT = re.compile(r"[+-]?[0-9]+")
 
 
 def number_from_text(value):
@@ -123,7 +124,10 @@ def number_from_text(value):
     if not isinstance(value, str) or not NUMBER_TEXT.fullmatch(value.strip()):
         return value
     text = value.strip()
-    return int(text) if text.lstrip("+-").isdigit() else float(text)
+    try:
+        return int(text) if WHOLE_TEXT.fullmatch(text) else float(text)
+    except ValueError:  # more digits than int() reads: left to the type check
+        return value
 
 
 def _shown(value) -> str:
