@@ -29,6 +29,8 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
+from tapt.bounds import Bound
+
 REQUIRED = "(required)"
 SIMILARITY = 0.6
 """difflib's ratio a key name needs to be suggested (its default cutoff)."""
@@ -76,15 +78,29 @@ def type_name(annotation: Any) -> str:
 
 
 def bounds(field: FieldInfo) -> str:
-    """A field's numeric bounds (``> 0``, ``>= 0, < 1``), or ``""``."""
+    """A field's numeric bounds (``> 0``, ``>= 0, < 1``, or the range of the
+    :class:`tapt.bounds.Bound` in its annotation: ``in (0, 1]``), or ``""``."""
     signs = {annotated_types.Gt: (">", "gt"), annotated_types.Ge: (">=", "ge"),
              annotated_types.Lt: ("<", "lt"), annotated_types.Le: ("<=", "le")}
     parts = []
-    for item in field.metadata:
+    for item in [*field.metadata, *annotated_bounds(field.annotation)]:
         sign = signs.get(type(item))
         if sign:
             parts.append(f"{sign[0]} {getattr(item, sign[1])}")
+        elif isinstance(item, Bound):  # the type column already says int
+            text = item.description.replace(" (a whole number)", "")
+            parts += [] if text in parts else [text]
     return ", ".join(parts)
+
+
+def annotated_bounds(annotation: Any) -> list[Bound]:
+    """The :class:`tapt.bounds.Bound` objects inside an annotation (``Annotated[int, B] |
+    None``)."""
+    if typing.get_origin(annotation) is Annotated:
+        args = typing.get_args(annotation)
+        return [item for item in args[1:] if isinstance(item, Bound)] + \
+            annotated_bounds(args[0])
+    return [found for arg in typing.get_args(annotation) for found in annotated_bounds(arg)]
 
 
 def default_value(field: FieldInfo) -> Any:

@@ -27,6 +27,13 @@ systems). Systems are paired on the query ids they share; a system with seeds is
 its per-query values averaged over the seeds first (the queries all seeds hold), so the
 test asks whether the system, not one lucky seed, differs from the baseline.
 
+Results are paired only when they were evaluated on the same data (:mod:`tapt.analysis.pairing`):
+the results in one corpus column must share the data fingerprint (corpus, queries, qrels of
+the split, sub-corpus), the split, the relevance rule and the top-k; a system's C0 and C1
+results its split, relevance rule and top-k. Else the comparison is refused, naming the
+field and both files; ``allow_different`` (``--allow-different corpus|sub-corpus|top-k``)
+lifts a field. Files without a fingerprint (older tapt) are compared with a warning.
+
 Example::
 
     table = compare_results(["runs/bm25-c1.json", "TAPT=runs/tapt-c1.json"])
@@ -48,6 +55,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tapt.analysis import plots
+from tapt.analysis.pairing import FIELDS, SETTINGS, check_pair, data_key, lifted, \
+    unfingerprinted_note
 from tapt.analysis.plots import pareto_front
 from tapt.analysis.significance import (
     ALPHA,
@@ -167,6 +176,8 @@ class Comparison:
     metrics: list[str]
     latency: str
     tests: BaselineTests | None = None
+    warnings: list[str] = field(default_factory=list)
+    """What the pairing check could not check (result files without a data fingerprint)."""
 
     def notes(self) -> list[str]:
         """Lines under the table: seeds behind a ``mean ± std`` and the tests' notes."""
@@ -200,6 +211,8 @@ class Comparison:
         }
         if self.tests is not None:
             data["baseline"] = self.tests.to_dict()
+        if self.warnings:
+            data["warnings"] = self.warnings
         return data
 
     def _versus(self, name: str) -> dict:
@@ -272,6 +285,14 @@ def read_result(path: str | os.PathLike) -> dict:
                              f"{data[key]!r}")
     if not isinstance(data.get("timings", {}), dict):
         raise ValueError(f"{path}: field 'timings': expected an object")  # noqa: TRY004
+    fingerprint = data["evaluated"].get("data_fingerprint")
+    fingerprint = {} if fingerprint is None else fingerprint  # null: none recorded
+    if not isinstance(fingerprint, dict):
+        raise ValueError(f"{path}: field 'evaluated.data_fingerprint': expected an object")
+    for key in ("corpus", "queries", "qrels", "sub_corpus"):
+        if not isinstance(fingerprint.get(key), str | None):
+            raise ValueError(f"{path}: field 'evaluated.data_fingerprint.{key}': expected a "
+                             "hex digest or null")
     return data
 
 
@@ -334,7 +355,8 @@ def compare_results(specs: Sequence[str], *, kinds: Mapping[str, str] | None = N
                     corpus_labels: Mapping[str, str] | None = None,
                     metrics: Sequence[str] = METRIC_KEYS, latency: str = "search",
                     baseline: str | None = None, test_metric: str = PRIMARY,
-                    n_resamples: int = N_RESAMPLES, seed: int = SEED) -> Comparison:
+                    n_resamples: int = N_RESAMPLES, seed: int = SEED,
+                    allow_different: Sequence[str] = ()) -> Comparison:
     """Read ``specs`` (``path.json`` or ``NAME=path.json``) into one comparison.
 
     Rows keep the order in which systems first appear; a system is named by its ``NAME=``
@@ -342,10 +364,12 @@ def compare_results(specs: Sequence[str], *, kinds: Mapping[str, str] | None = N
     on one corpus are seeds of that system (see the module docstring); two unlabelled
     results of one model on one corpus, or one file given twice, are an error. With
     ``baseline`` (a system's name) every other system is tested against it on
-    ``test_metric`` (:func:`baseline_tests`).
+    ``test_metric`` (:func:`baseline_tests`). Results evaluated on different data are
+    refused (:func:`check_pairing`; ``allow_different`` lifts the fields it names).
     """
     if latency not in LATENCIES:
         raise ValueError(f"latency must be one of {sorted(LATENCIES)}, got {latency!r}")
+    allowed = lifted(allow_different)
     unknown = [m for m in [*metrics, test_metric] if m not in METRIC_KEYS]
     if unknown:
         raise ValueError(f"unknown metric(s) {unknown}; choose from {list(METRIC_KEYS)}")
@@ -373,15 +397,42 @@ def compare_results(specs: Sequence[str], *, kinds: Mapping[str, str] | None = N
             corpora.append(corpus)
     if not rows:
         raise ValueError("no result files given")
+    warnings = check_pairing(groups, allowed)
     for (name, corpus), group in groups.items():
         rows[name].cells[corpus] = _cell(group, metrics, latency)
     corpora.sort(key=lambda c: (c not in ("C0", "C1"), c))
     comparison = Comparison(rows=list(rows.values()), corpora=corpora, metrics=list(metrics),
-                            latency=latency)
+                            latency=latency, warnings=warnings)
     if baseline is not None:
         comparison.tests = baseline_tests(comparison, baseline, test_metric,
                                         n_resamples=n_resamples, seed=seed)
     return comparison
+
+
+def check_pairing(groups: Mapping[tuple[str, str], list[tuple[Path, dict, bool]]],
+                  allowed: set[str]) -> list[str]:
+    """Refuse results that would be paired but were evaluated on different data or settings
+    (:mod:`tapt.analysis.pairing`): every two results of one corpus column in every data
+    field, a system's C0 and C1 results in split, relevance rule and top-k; ``allowed``
+    fields are not checked. Returns the warnings (files without a fingerprint), logged."""
+    columns: dict[str, list] = {}
+    firsts: dict[str, dict[str, object]] = {}
+    for (name, corpus), group in groups.items():
+        for path, result, _ in group:
+            key = data_key(result, str(path))
+            for earlier in columns.get(corpus, []):
+                check_pair(earlier, key, fields=FIELDS, allowed=allowed,
+                           where=f"results on {corpus}")
+            columns.setdefault(corpus, []).append(key)
+            firsts.setdefault(name, {}).setdefault(corpus, key)
+    for name, cells in firsts.items():
+        if "C0" in cells and "C1" in cells:
+            check_pair(cells["C0"], cells["C1"], fields=SETTINGS, allowed=allowed,
+                       where=f"{name}'s C1/C0 retention")
+    note = unfingerprinted_note([key for keys in columns.values() for key in keys])
+    if note:
+        logger.warning("%s", note)
+    return [note] if note else []
 
 
 def _check_seed(group: list[tuple[Path, dict, bool]], name: str, corpus: str, path: Path,
@@ -443,7 +494,8 @@ def comparison_table(comparison: Comparison, metric: str = PRIMARY,
     :meth:`Comparison.notes` as its caption."""
     from rich.table import Table
 
-    table = Table(title=title, caption="\n".join(comparison.notes()) or None)
+    table = Table(title=title,
+                  caption="\n".join(comparison.warnings + comparison.notes()) or None)
     table.add_column("system")
     table.add_column("kind")
     for corpus in comparison.corpora:
@@ -517,7 +569,7 @@ def markdown_table(comparison: Comparison, metric: str = PRIMARY) -> str:
     for row in comparison.rows:
         cells = _metric_cells(row, comparison, metric, with_retention)
         lines.append("| " + " | ".join(cells) + " |")
-    notes = comparison.notes()
+    notes = comparison.warnings + comparison.notes()
     return "\n".join(lines) + "\n" + "".join(f"\n{note}\n" for note in notes)
 
 

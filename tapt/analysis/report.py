@@ -28,10 +28,12 @@ import yaml
 
 from tapt.analysis import plots
 from tapt.analysis.compare import read_result
+from tapt.analysis.pairing import DataKey, check_pair, data_key
 from tapt.data.beir import strictness
+from tapt.data.fingerprint import files_digest
 from tapt.data.sources import load_data
 from tapt.data.subcorpus import subcorpus_ids
-from tapt.recipe import DataSettings
+from tapt.recipe import DataSettings, TrainingSettings
 from tapt.retrieval.bm25 import BM25Retriever
 from tapt.retrieval.evaluate import evaluate
 from tapt.retrieval.metrics import METRIC_KEYS
@@ -143,13 +145,41 @@ def bm25_on_dev(recipe: dict) -> tuple[dict[str, float], str]:
                             f"passages, {report.info['num_queries']:,} queries)")
 
 
-def bm25_from_file(path: str | os.PathLike) -> tuple[dict[str, float], str]:
+def bm25_from_file(path: str | os.PathLike,
+                   recipe: dict | None = None) -> tuple[dict[str, float], str]:
+    """The metrics of a ``tapt bm25 --output`` file and a note saying so; with the run's
+    ``recipe``, the file must have been evaluated on the run's dev split and, when the
+    run's data is a local folder, on its corpus, queries and dev qrels
+    (:func:`check_reference`)."""
     result = read_result(path)
     evaluated = result["evaluated"]
+    if recipe is not None:
+        check_reference(result, str(path), recipe)
     return {k: float(result[k]) for k in METRIC_KEYS}, (
         f"BM25 read from {path} ({evaluated.get('split')} split, "
         f"{evaluated.get('corpus_size', '?'):,} passages)"
         if isinstance(evaluated.get("corpus_size"), int) else f"BM25 read from {path}")
+
+
+def check_reference(result: dict, source: str, recipe: dict) -> None:
+    """A ``ValueError`` naming the field when a reference result was evaluated on other
+    data than the run's dev split (:mod:`tapt.analysis.pairing`): its split, and, for a
+    run on a local BEIR folder, the digests of that folder's corpus, queries and dev qrels
+    (a result without a fingerprint is checked on its split only)."""
+    split = _data_setting(recipe, "dev_split")
+    values: dict[str, object] = {"split": split}
+    folder = Path(str(_data_setting(recipe, "path")))
+    config = _data_setting(recipe, "config")
+    if config and (folder / str(config)).is_dir():
+        folder = folder / str(config)
+    files = {"corpus": folder / "corpus.jsonl", "queries": folder / "queries.jsonl",
+             "qrels": folder / "qrels" / f"{split}.tsv"}
+    if all(path.is_file() for path in files.values()):
+        values.update({name: files_digest([path]) for name, path in files.items()})
+    run = DataKey(source=f"the run's {split} data ({folder})", values=values,
+                  fingerprinted=True)
+    check_pair(run, data_key(result, source), fields=("split", "corpus", "queries", "qrels"),
+               allowed=(), where="--bm25", liftable=False)
 
 
 def find_plots(run_dir: Path, extra: list[Path] | None = None) -> list[Path]:
@@ -180,7 +210,7 @@ def build_report(run_dir: str | os.PathLike, *, bm25: str | os.PathLike | None =
             report.references["BM25"] = metrics
         report.notes.append(note)
     elif bm25 is not None:
-        metrics, note = bm25_from_file(bm25)
+        metrics, note = bm25_from_file(bm25, report.recipe)
         report.references["BM25"] = metrics
         report.notes.append(note)
     report.plots = find_plots(report.run_dir, plots)
@@ -231,6 +261,21 @@ def _link(path: Path, base: Path) -> str:
     return Path(os.path.relpath(path.resolve(), base.resolve())).as_posix()
 
 
+def _training_setting(training: dict, key: str):
+    """A ``training`` key of the run's recipe.yaml, else the schema's default (a recipe
+    that leaves a key out trains with the default)."""
+    return training[key] if key in training else TrainingSettings.model_fields[key].default
+
+
+def training_length(training: dict) -> str:
+    """How long the run was set to train: ``4 steps (training.max_steps)`` when
+    ``max_steps`` is set (it overrides the epochs), else ``5.0 epochs``."""
+    steps = _training_setting(training, "max_steps")
+    if isinstance(steps, int) and not isinstance(steps, bool) and steps > 0:
+        return f"{steps} step{'s' if steps != 1 else ''} (training.max_steps)"
+    return f"{_training_setting(training, 'epochs')} epochs"
+
+
 def render_markdown(report: RunReport, output_dir: Path, curve: Path | None = None) -> str:
     """The report as Markdown; links are relative to ``output_dir``."""
     recipe = report.recipe
@@ -239,9 +284,9 @@ def render_markdown(report: RunReport, output_dir: Path, curve: Path | None = No
     lines = [f"# TAPT run `{report.name}`", "",
              f"- status: {report.status}",
              (f"- model: `{model.get('name', '?')}`; loss `{loss.get('name', '?')}`; "
-              f"{training.get('epochs', '?')} epochs, learning rate "
-              f"{training.get('learning_rate', '?')}, batch "
-              f"{training.get('per_device_batch_size', '?')} per device"),
+              f"{training_length(training)}, learning rate "
+              f"{_training_setting(training, 'learning_rate')}, batch "
+              f"{_training_setting(training, 'per_device_batch_size')} per device"),
              f"- data: `{data.get('path', '?')}`" + (f" ({data['config']})" if data.get("config")
                                                      else "")
              + f"; dev sub-corpus: every judged {data.get('dev_split', 'dev')} passage plus "

@@ -19,9 +19,12 @@ from tapt.cli.options import (
     fraction,
     model_options,
     open_fraction,
-    positive_int,
+    positive_count,
+    resamples,
+    sample_size,
     search_options,
     seed,
+    top_k,
 )
 from tapt.files import atomic_write_json, atomic_write_text
 
@@ -29,6 +32,7 @@ from tapt.files import atomic_write_json, atomic_write_text
 def add_parsers(commands) -> None:
     """``tapt compare``, ``ablate``, ``analyze``, ``probe`` and ``report``."""
     from tapt.analysis.ablation import DEFAULT_FRACTIONS
+    from tapt.analysis.pairing import ALLOWABLE
     from tapt.retrieval.metrics import METRIC_KEYS
 
     compare = commands.add_parser(
@@ -54,7 +58,14 @@ def add_parsers(commands) -> None:
                          help="test every system against this one on per-query values: "
                               "mean difference, 95%% bootstrap CI, paired randomization "
                               "test p, Holm-corrected across systems")
-    compare.add_argument("--resamples", type=positive_int, default=10_000,
+    compare.add_argument("--allow-different", action="append", default=[],
+                         choices=ALLOWABLE, metavar="|".join(ALLOWABLE),
+                         help="pair results that differ in this (repeat for several): "
+                              "corpus (and sub-corpus), e.g. C0 against C1 on the same "
+                              "queries and qrels; by default results of one corpus column "
+                              "must share corpus, queries, qrels, split, relevance rule, "
+                              "sub-corpus and top-k (tapt.analysis.pairing)")
+    compare.add_argument("--resamples", type=resamples, default=10_000,
                          help="bootstrap and randomization resamples (default 10000)")
     compare.add_argument("--seed", type=seed, default=0,
                          help="seed of the resamplings (default 0)")
@@ -69,7 +80,7 @@ def add_parsers(commands) -> None:
     add_model_options(size, several=True, bm25=True, one_vector=True)
     size.add_argument("--fractions", type=fraction, nargs="+", default=list(DEFAULT_FRACTIONS),
                       help="distractor fractions (default: %(default)s)")
-    size.add_argument("--top-k", type=positive_int, default=100,
+    size.add_argument("--top-k", type=top_k, default=100,
                       help="passages retrieved per query")
     add_analysis_data(size, output="ablation.json")
 
@@ -81,9 +92,9 @@ def add_parsers(commands) -> None:
                          "rate, similarity band, anisotropy")
     add_model_options(geometry, several=False, one_vector=True)
     add_subcorpus_args(geometry, "corpus", seed_flag=False, distractors_default=" (default 1000)")
-    geometry.add_argument("--random-per-query", type=positive_int, default=100,
+    geometry.add_argument("--random-per-query", type=sample_size, default=100,
                           help="random distractors compared with each query (default 100)")
-    geometry.add_argument("--pairs", type=positive_int, default=2000,
+    geometry.add_argument("--pairs", type=sample_size, default=2000,
                           help="random passage pairs for the anisotropy (default 2000)")
     add_analysis_data(geometry, output="geometry.json")
 
@@ -96,7 +107,7 @@ def add_parsers(commands) -> None:
                             "data synth writes them)")
     probe.add_argument("--test-size", type=open_fraction, default=0.3,
                        help="held-out share of the classification split (default 0.3)")
-    probe.add_argument("--max-passages", type=positive_int, default=None,
+    probe.add_argument("--max-passages", type=positive_count, default=None,
                        help="probe a seeded sample of this many labelled passages")
     add_analysis_data(probe, split=False, output="probes.json")
 
@@ -170,7 +181,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
                                  corpus_labels=parse_assignments(args.corpus, "--corpus"),
                                  latency=args.latency, baseline=args.baseline,
                                  test_metric=args.metric, n_resamples=args.resamples,
-                                 seed=args.seed)
+                                 seed=args.seed, allow_different=args.allow_different)
     terminal.console.print(comparison_table(comparison, args.metric))
     if output is not None:
         atomic_write_json(output, comparison.to_dict(args.metric))

@@ -8,7 +8,10 @@ import argparse
 from pathlib import Path
 
 from tapt.cli import terminal
-from tapt.cli.options import non_negative_float
+from tapt.cli.options import (
+    cache_gb,
+    days,
+)
 
 
 def add_parsers(commands) -> None:
@@ -28,9 +31,9 @@ def add_parsers(commands) -> None:
                             help="Arrow corpus folder (default: $TAPT_CACHE_DIR/corpus, else "
                                  "~/.cache/tapt/corpus)")
         if name == "prune":
-            action.add_argument("--older-than-days", type=non_negative_float, default=None,
+            action.add_argument("--older-than-days", type=days, default=None,
                                 help="delete what was not used for this many days")
-            action.add_argument("--max-gb", type=non_negative_float, default=None,
+            action.add_argument("--max-gb", type=cache_gb, default=None,
                                 help="then keep at most this many GB in both together (least "
                                      "recently used go first)")
 

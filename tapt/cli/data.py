@@ -10,9 +10,10 @@ from tapt.cli import terminal
 from tapt.cli.options import (
     add_relevance_arg,
     check_folder,
-    non_negative_int,
-    positive_int,
     seed,
+    sequence_length,
+    synth_distractors,
+    synth_queries,
 )
 from tapt.data.beir import SPLITS
 
@@ -37,16 +38,16 @@ def add_parsers(commands) -> None:
                        help="model whose tokenizer counts tokens (default: whitespace words); "
                             "also shows what share of passages and tokens each --max-length "
                             "cuts off")
-    stats.add_argument("--max-length", type=positive_int, nargs="+", default=None,
+    stats.add_argument("--max-length", type=sequence_length, nargs="+", default=None,
                        metavar="N",
                        help="maximum lengths to report with --tokenizer (default: 256 512 "
                             "1024 2048 8192)")
     synth = data_commands.add_parser("synth", help="generate a FormBench-like BEIR dataset")
     synth.add_argument("out", type=Path, metavar="OUT",
                        help="folder to write (refused when it already holds a dataset)")
-    synth.add_argument("--queries", type=positive_int, default=600,
+    synth.add_argument("--queries", type=synth_queries, default=600,
                        help="queries over all splits (80%% train, 10%% dev, 10%% test)")
-    synth.add_argument("--distractors", type=non_negative_int, default=2000,
+    synth.add_argument("--distractors", type=synth_distractors, default=2000,
                        help="unjudged passages added to the corpus")
     synth.add_argument("--variant", choices=("random", "structured"), default="structured",
                        help="corpus style, as FormBench's configs: structured (C1) or "

@@ -14,14 +14,16 @@ import argparse
 from pathlib import Path
 
 from tapt.cli import terminal
-from tapt.cli.options import positive_int
+from tapt.cli.options import (
+    width,
+)
 from tapt.data.beir import SPLITS
 
 
 def add_view_args(parser: argparse.ArgumentParser) -> None:
     """``--dims --plot --by --tune-on`` of ``tapt eval``."""
     views = parser.add_argument_group("views: widths, query groups, tuned fusion")
-    views.add_argument("--dims", type=positive_int, nargs="+", default=None, metavar="N",
+    views.add_argument("--dims", type=width, nargs="+", default=None, metavar="N",
                        help="score these Matryoshka widths (first N dimensions, each <= the "
                             "model's width) from one full-width encoding; one table, and a "
                             "plot with --plot (holds the corpus embeddings in memory)")

@@ -10,7 +10,7 @@ import sys
 from rich.markup import escape
 
 from tapt.cli import analysis, cache, data, hub, retrieval, selection, terminal, training
-from tapt.cli.options import CommandParser
+from tapt.cli.options import CommandParser, check_cache_folders
 from tapt.data.beir import DataError
 
 logger = logging.getLogger("tapt")
@@ -76,6 +76,7 @@ def main(argv: list[str] | None = None) -> int:
 
     console = terminal.console
     try:
+        check_cache_folders(args)  # --corpus-cache / --cache-dir: a file there is refused
         with terminal.hub_bars_off(not terminal.show_progress(args)):  # quiet, or piped
             return COMMANDS[args.command](args)
     except (DataError, OSError, ValueError) as err:

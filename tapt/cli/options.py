@@ -2,8 +2,10 @@
 anything.
 
 - The argparse number types: every numeric flag of every command uses one of
-  :data:`NUMBER_TYPES`, built from :mod:`tapt.bounds`, so ``--batch-size 0``, ``--k1 nan`` or
-  ``--rrf-k inf`` stop at parsing with ``argument --k1: must be ...`` (exit code 2).
+  :data:`NUMBER_TYPES`, built from :mod:`tapt.bounds` (the table of ranges), so
+  ``--batch-size 0``, ``--k1 nan``, ``--k1 1e100`` or ``--rrf-k inf`` stop at parsing with
+  ``argument --k1: must be ...`` and the reason (exit code 2); every flag's help ends with
+  its range.
 - :func:`check_outputs`: every output path a command will write is checked before the
   model or the data loads (an existing file without ``--overwrite``, a folder in the way,
   a parent that is a file, a folder that cannot be written).
@@ -34,8 +36,9 @@ def number_type(bound: bounds.Bound, name: str, *, none: str | None = None) -> C
             return bound.parse(text, "value")
         except ValueError:
             extra = f" or '{none}'" if none is not None else ""
+            why = f" ({bound.why})" if bound.why else ""
             raise argparse.ArgumentTypeError(
-                f"must be {bound.description}{extra}, got {text!r}") from None
+                f"must be {bound.description}{extra}, got {text!r}{why}") from None
 
     parse.__name__ = name  # argparse names the type in some of its messages
     parse.bound = bound  # type: ignore[attr-defined]
@@ -51,11 +54,30 @@ fraction = number_type(bounds.FRACTION, "fraction")
 open_fraction = number_type(bounds.OPEN_FRACTION, "open_fraction")
 margin_or_none = number_type(bounds.MARGIN, "margin_or_none", none="none")
 finite_float = number_type(bounds.FINITE_FLOAT, "finite_float")
+# The flags' own ranges (tapt.bounds' table): an upper end where a dtype or memory ends.
+width = number_type(bounds.WIDTH, "width")
+sequence_length = number_type(bounds.SEQUENCE_LENGTH, "sequence_length")
+tokens_per_batch = number_type(bounds.TOKENS_PER_BATCH, "tokens_per_batch")
+batch_size = number_type(bounds.BATCH_SIZE, "batch_size")
+top_k = number_type(bounds.TOP_K, "top_k")
+skip_top = number_type(bounds.SKIP_TOP, "skip_top")
+count = number_type(bounds.COUNT, "count")
+positive_count = number_type(bounds.POSITIVE_COUNT, "positive_count")
+sample_size = number_type(bounds.SAMPLE, "sample_size")
+bm25_k1 = number_type(bounds.BM25_K1, "bm25_k1")
+rrf_k = number_type(bounds.RRF_K, "rrf_k")
+resamples = number_type(bounds.RESAMPLES, "resamples")
+concurrency = number_type(bounds.CONCURRENCY, "concurrency")
+rate = number_type(bounds.RATE, "rate")
+cache_gb = number_type(bounds.CACHE_GB, "cache_gb")
+days = number_type(bounds.DAYS, "days")
+synth_queries = number_type(bounds.SYNTH_QUERIES, "synth_queries")
+synth_distractors = number_type(bounds.SYNTH_DISTRACTORS, "synth_distractors")
 
 
 
 def relevant_from(text: str) -> int | str:
-    """``--relevant-from``: ``auto`` or a grade >= 1 (see
+    """``--relevant-from``: ``auto`` or a grade in [1, 1000] (see
     :func:`tapt.data.relevance.parse_relevant_from`)."""
     from tapt.data.relevance import parse_relevant_from
 
@@ -65,14 +87,22 @@ def relevant_from(text: str) -> int | str:
         raise argparse.ArgumentTypeError(str(err)) from None
 
 
+relevant_from.bound = bounds.GRADE  # type: ignore[attr-defined]  (or auto)
+
+
 def seed_list(text: str) -> list[int]:
     """``--seeds 0,1,2``: comma-separated seeds, each one a :func:`seed`."""
     return [seed(item.strip()) for item in text.split(",")]
 
 
+seed_list.bound = bounds.SEED  # type: ignore[attr-defined]  (each seed)
+
+
 NUMBER_TYPES = (positive_int, non_negative_int, seed, positive_float, non_negative_float,
                 fraction, open_fraction, margin_or_none, finite_float, relevant_from,
-                seed_list)
+                seed_list, width, sequence_length, tokens_per_batch, batch_size, top_k,
+                skip_top, count, positive_count, sample_size, bm25_k1, rrf_k, resamples,
+                concurrency, rate, cache_gb, days, synth_queries, synth_distractors)
 """The only ``type=`` a numeric flag may have (a test walks the parser tree)."""
 
 
@@ -104,6 +134,30 @@ def check_outputs(paths: Iterable[tuple[str, Path | None]], *, overwrite: bool =
         check_folder(flag, path.parent, shown=path)
 
 
+CACHE_FLAGS = (("--corpus-cache", "corpus_cache"), ("--cache-dir", "cache_dir"))
+"""The cache folders a command may take: checked by :func:`check_cache_folders`."""
+
+
+def check_cache_folders(args: argparse.Namespace) -> None:
+    """Before any command runs (``tapt.cli.main``): a cache folder given on the command line
+    must be a folder or one that can be created; a file there (or above it) is an error
+    naming the flag, not ``[Errno 17]`` once the data is loaded. A folder that cannot be
+    written passes: a read-only shared cache is read as it is."""
+    from tapt.files import check_writable
+
+    for flag, dest in CACHE_FLAGS:
+        folder = getattr(args, dest, None)
+        if folder is None:
+            continue
+        try:
+            check_writable(folder)
+        except NotADirectoryError as err:
+            raise NotADirectoryError(f"{flag} {folder}: {err}; give a folder for the "
+                                     "cache") from None
+        except PermissionError:
+            pass
+
+
 def check_folder(flag: str, folder: Path, *, shown: Path | None = None) -> None:
     """``folder`` exists and is writable, or can be created in its nearest existing
     ancestor; else an error naming ``flag`` and ``shown`` (default: ``folder``)."""
@@ -123,6 +177,9 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter,
 
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""
+        bound = getattr(action.type, "bound", None)
+        if bound is not None and action.option_strings:  # the range from tapt.bounds
+            text = f"{text} [range: {bound.description}]"
         default = action.default
         if ("default" in text or not action.option_strings or default is None
                 or default is False or default is argparse.SUPPRESS):
@@ -185,11 +242,11 @@ def add_encoding_args(parser: argparse.ArgumentParser, *, one_vector: bool = Fal
     passage, so ``chunk-max`` is refused) and the API group (:func:`add_api_args`).
     :func:`model_options` and :func:`api_options` read them back."""
     parser.add_argument("--family", default="auto", help=family_help())
-    parser.add_argument("--max-seq-length", type=positive_int, default=None,
+    parser.add_argument("--max-seq-length", type=sequence_length, default=None,
                         help="truncate texts to N tokens (default: the preset's)")
-    parser.add_argument("--batch-size", type=positive_int, default=32,
+    parser.add_argument("--batch-size", type=batch_size, default=32,
                         help="texts per encoding batch")
-    parser.add_argument("--max-tokens-per-batch", type=positive_int, default=None,
+    parser.add_argument("--max-tokens-per-batch", type=tokens_per_batch, default=None,
                         help="padded tokens per encoding batch (default: batch size x "
                              "maximum sequence length)")
     parser.add_argument("--dtype", choices=DTYPE_NAMES, default="auto",
@@ -200,7 +257,7 @@ def add_encoding_args(parser: argparse.ArgumentParser, *, one_vector: bool = Fal
     parser.add_argument("--device", default=None,
                         help="torch device such as cuda:1 or cpu (default: a GPU when "
                              "there is one)")
-    parser.add_argument("--truncate-dim", type=positive_int, default=None,
+    parser.add_argument("--truncate-dim", type=width, default=None,
                         help="use the first N embedding dimensions (Matryoshka; an API "
                              "model is asked for N dimensions)")
     cache = parser.add_argument_group(
@@ -241,10 +298,10 @@ def add_long_passage_args(parser: argparse.ArgumentParser, *, one_vector: bool =
                             "its best window (MaxSim)"
                             + ("; chunk-max is refused here: this command needs one vector "
                                "per passage" if one_vector else ""))
-    group.add_argument("--chunk-tokens", type=positive_int, default=None,
+    group.add_argument("--chunk-tokens", type=sequence_length, default=None,
                        help="content tokens per window (default: the model's maximum length "
                             "minus its prompt and special tokens)")
-    group.add_argument("--chunk-stride", type=positive_int, default=None,
+    group.add_argument("--chunk-stride", type=sequence_length, default=None,
                        help="tokens between window starts, at most --chunk-tokens (default: "
                             "--chunk-tokens, no overlap)")
 
@@ -258,12 +315,12 @@ def add_api_args(parser: argparse.ArgumentParser) -> None:
     api.add_argument("--api-base-url", default=None,
                      help="endpoint base URL (default: OPENAI_BASE_URL / VOYAGE_BASE_URL, "
                           "else the provider's)")
-    api.add_argument("--api-concurrency", type=positive_int, default=4,
+    api.add_argument("--api-concurrency", type=concurrency, default=4,
                      help="requests in flight at once (default 4)")
-    api.add_argument("--api-rpm", type=non_negative_float, default=None,
+    api.add_argument("--api-rpm", type=rate, default=None,
                      help="client-side requests per minute (default: the provider's tier-1 "
                           "limit for the model; 0: none)")
-    api.add_argument("--api-tpm", type=non_negative_float, default=None,
+    api.add_argument("--api-tpm", type=rate, default=None,
                      help="client-side tokens per minute (default: tier-1 limit; 0: none)")
 
 
@@ -325,7 +382,7 @@ def add_subcorpus_args(parser, what: str = "sub-corpus", *, seed_flag: bool = Tr
     """``--distractors N`` | ``--fraction F`` (one of them): every judged passage plus a
     seeded sample of distractors; with ``seed_flag``, ``--seed`` of that sample."""
     group = parser.add_mutually_exclusive_group()
-    group.add_argument("--distractors", type=non_negative_int, default=None,
+    group.add_argument("--distractors", type=count, default=None,
                        help=f"{what}: every judged passage plus N distractors"
                             f"{distractors_default}")
     group.add_argument("--fraction", type=fraction, default=None,
@@ -340,7 +397,7 @@ def add_data_args(parser: argparse.ArgumentParser, split_default: str = "test") 
     add_source_args(parser, split=split_default)
     add_subcorpus_args(parser)
     add_corpus_store_args(parser)
-    parser.add_argument("--top-k", type=positive_int, default=100,
+    parser.add_argument("--top-k", type=top_k, default=100,
                         help="passages retrieved per query (recall@100 needs at least 100)")
     parser.add_argument("--output", type=Path, default=None, help="write metrics as JSON")
     parser.add_argument("--run", type=Path, default=None, help="write the TREC run file")

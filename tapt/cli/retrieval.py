@@ -27,15 +27,16 @@ from tapt.cli.options import (
     add_quiet_arg,
     add_source_args,
     api_options,
+    bm25_k1,
     check_outputs,
     fraction,
     margin_or_none,
     model_options,
-    non_negative_float,
-    non_negative_int,
-    positive_int,
+    rrf_k,
     search_options,
     seed,
+    skip_top,
+    top_k,
 )
 
 logger = logging.getLogger("tapt")
@@ -54,18 +55,18 @@ def add_parsers(commands) -> None:
     hybrid.add_argument("--fusion", choices=("rrf", "linear"), default="rrf",
                         help="reciprocal rank fusion (default) or a weighted sum of min-max "
                              "normalised scores")
-    hybrid.add_argument("--rrf-k", type=non_negative_float, default=60.0,
+    hybrid.add_argument("--rrf-k", type=rrf_k, default=60.0,
                         help="RRF constant: score = sum 1/(k + rank) (default 60)")
     hybrid.add_argument("--alpha", type=fraction, default=0.5,
                         help="linear fusion: weight of the dense score (default 0.5)")
-    hybrid.add_argument("--fusion-depth", type=positive_int, default=None,
+    hybrid.add_argument("--fusion-depth", type=top_k, default=None,
                         help="passages each system contributes per query (default: --top-k); "
                              "a passage missing from one list gets no score from it")
     add_view_args(evaluate)
     add_data_args(evaluate)
 
     bm25 = commands.add_parser("bm25", help="BM25 baseline (bm25s) with the same metrics")
-    bm25.add_argument("--k1", type=non_negative_float, default=1.5,
+    bm25.add_argument("--k1", type=bm25_k1, default=1.5,
                       help="term-frequency saturation (default 1.5; 0: term presence only)")
     bm25.add_argument("--b", type=fraction, default=0.75,
                       help="length normalisation in [0, 1] (default 0.75)")
@@ -81,14 +82,14 @@ def add_parsers(commands) -> None:
                            "openai:MODEL / voyage:MODEL")
     mine.add_argument("--output", type=Path, required=True, help="mined negatives (JSONL)")
     mine.add_argument("--overwrite", action="store_true", help="replace an existing --output")
-    mine.add_argument("--depth", type=positive_int, default=100,
+    mine.add_argument("--depth", type=top_k, default=100,
                       help="ranks considered per query (default 100)")
-    mine.add_argument("--skip-top", type=non_negative_int, default=0,
+    mine.add_argument("--skip-top", type=skip_top, default=0,
                       help="ranks 1..N are never taken (likely unlabelled positives)")
     mine.add_argument("--margin", type=margin_or_none, default=0.05,
                       help="drop candidates scoring above (1 - MARGIN) x the query's best "
                            "anchor score (default 0.05; 'none' turns it off)")
-    mine.add_argument("--per-query", type=positive_int, default=3, help="negatives per query")
+    mine.add_argument("--per-query", type=top_k, default=3, help="negatives per query")
     mine.add_argument("--sampling", choices=("random", "top"), default="random",
                       help="random among the candidates left (default), or the top ones")
     mine.add_argument("--seed", type=seed, default=0, help="seed of the random sampling")
@@ -107,6 +108,7 @@ def _check_outputs(args: argparse.Namespace) -> None:
 
 def _run_retrieval(args: argparse.Namespace, make_retriever) -> int:
     from tapt.data.beir import strictness
+    from tapt.data.fingerprint import remember_digests
     from tapt.data.sources import load_data
     from tapt.data.subcorpus import subcorpus_ids
     from tapt.retrieval.evaluate import metrics_table
@@ -121,6 +123,7 @@ def _run_retrieval(args: argparse.Namespace, make_retriever) -> int:
                         corpus_store=args.corpus_store, corpus_cache=args.corpus_cache,
                         **strictness(args.lenient))
     labels = read_labels(args, dataset)  # tapt eval --by: before any encoding
+    remember_digests(dataset, [args.split])  # what was read, before an hour of encoding
     corpus_ids = subcorpus_ids(dataset, args.split, distractors=args.distractors,
                                fraction=args.fraction, seed=args.seed)
     retriever = make_retriever()
@@ -245,7 +248,7 @@ def add_score_parser(commands) -> None:
                             "the recipe's data.mined_negatives names)")
     score.add_argument("--output", type=Path, required=True, help="teacher scores (JSONL)")
     score.add_argument("--overwrite", action="store_true", help="replace an existing --output")
-    score.add_argument("--k1", type=non_negative_float, default=1.5,
+    score.add_argument("--k1", type=bm25_k1, default=1.5,
                        help="BM25 teacher: term-frequency saturation (default 1.5)")
     score.add_argument("--b", type=fraction, default=0.75,
                        help="BM25 teacher: length normalisation in [0, 1] (default 0.75)")

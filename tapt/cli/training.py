@@ -14,12 +14,13 @@ from tapt.cli.options import (
     add_quiet_arg,
     add_relevance_arg,
     add_subcorpus_args,
+    batch_size,
     check_folder,
     family_help,
     fraction,
-    positive_int,
     relevant_from,
     seed_list,
+    tokens_per_batch,
 )
 from tapt.encoders.precision import DTYPE_NAMES
 
@@ -97,9 +98,9 @@ def _add_merge_parser(commands) -> None:
     add_relevance_arg(pick)
     pick.add_argument("--no-title", action="store_true", help="encode passages without title")
     add_subcorpus_args(pick, "dev sub-corpus")
-    pick.add_argument("--batch-size", type=positive_int, default=32,
+    pick.add_argument("--batch-size", type=batch_size, default=32,
                       help="texts per encoding batch")
-    pick.add_argument("--max-tokens-per-batch", type=positive_int, default=None,
+    pick.add_argument("--max-tokens-per-batch", type=tokens_per_batch, default=None,
                       help="padded tokens per encoding batch (default: batch size x maximum "
                            "sequence length)")
     pick.add_argument("--dtype", choices=DTYPE_NAMES, default="auto",

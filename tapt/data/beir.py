@@ -85,7 +85,9 @@ class BeirDataset:
     """A corpus, its queries and graded qrels per split, all validated.
 
     ``rule`` says which grades are relevant (default: ``auto`` on these qrels); ``files``
-    names each split's qrels file for error messages."""
+    names each split's qrels file for error messages; ``content_files`` the files the
+    corpus and the queries were read from (``corpus``, ``queries``: paths), whose digests
+    :mod:`tapt.data.fingerprint` takes and keeps in ``digests``."""
 
     corpus: dict[str, Passage]
     queries: dict[str, str]
@@ -95,6 +97,8 @@ class BeirDataset:
     files: dict[str, str] = field(default_factory=dict)
     carved: dict | None = None
     """How a dev split was carved from train (:mod:`tapt.data.splits`), else None."""
+    content_files: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    digests: dict[str, str | None] = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.rule is None:
@@ -413,9 +417,12 @@ def load_beir_folder(folder: str | os.PathLike, splits: Iterable[str] = SPLITS, 
     loaded = {path.name for path in files.values()}
     others = {str(path): read_judged_ids(path)
               for path in sorted((folder / "qrels").glob("*.tsv")) if path.name not in loaded}
-    return build_dataset(corpus, queries, parsed, files, others, source=str(folder),
-                         require_anchor=require_anchor, relevant_from=relevant_from,
-                         leaks=leaks)
+    dataset = build_dataset(corpus, queries, parsed, files, others, source=str(folder),
+                            require_anchor=require_anchor, relevant_from=relevant_from,
+                            leaks=leaks)
+    dataset.content_files = {"corpus": (str(folder / "corpus.jsonl"),),
+                             "queries": (str(folder / "queries.jsonl"),)}
+    return dataset
 
 
 def build_dataset(corpus: dict[str, Passage], queries: dict[str, str],

@@ -23,6 +23,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from tapt.bounds import GRADE
+
 ANCHOR = 3
 HARD_NEGATIVE = 2
 SOFT_NEGATIVE = 1
@@ -82,13 +84,15 @@ def choose_rule(relevant_from: int | str = "auto", max_grade: int | None = None
 
 
 def parse_relevant_from(value: int | str) -> int | str:
-    """``auto`` or a grade >= 1 (an int or its decimal string); ValueError otherwise."""
+    """``auto`` or a grade in [1, 1000] (:data:`tapt.bounds.GRADE`; an int or its decimal
+    string); ValueError otherwise."""
     if value == "auto":
         return value
     grade = value if isinstance(value, int) and not isinstance(value, bool) else None
     if isinstance(value, str) and value.strip().lstrip("-").isdecimal():
         grade = int(value)
-    if grade is None or grade < 1:
+    if grade is None or not GRADE.contains(grade):
         raise ValueError(f"relevant_from must be auto or a grade >= 1 (0 and below mean "
-                         f"judged non-relevant), got {value!r}")
+                         f"judged non-relevant) and <= {GRADE.high:g} ({GRADE.why}), got "
+                         f"{value!r}")
     return grade

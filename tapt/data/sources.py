@@ -62,6 +62,7 @@ def load_data(source: str | os.PathLike, config: str | None = None,
     folders and Hub datasets alike."""
     config = config_name(config)
     splits = tuple(splits)
+    check_corpus_cache(corpus_cache)
     path = Path(source)
     if path.is_dir():
         folder = path / config if config and (path / config).is_dir() else path
@@ -80,6 +81,23 @@ def load_data(source: str | os.PathLike, config: str | None = None,
                     require_anchor=require_anchor, relevant_from=relevant_from,
                     allow_empty=allow_empty, leaks=leaks, corpus_store=corpus_store,
                     corpus_cache=corpus_cache)
+
+
+def check_corpus_cache(folder: str | os.PathLike | None) -> None:
+    """``corpus_cache`` must be a folder, or one that can be created: a file there (or
+    above it) is a :class:`DataError` naming it, before anything is read. A read-only
+    folder passes (a shared cache is read as it is)."""
+    from tapt.files import check_writable
+
+    if folder is None:
+        return
+    try:
+        check_writable(folder)
+    except NotADirectoryError as err:
+        raise DataError(folder, f"the Arrow corpus cache (--corpus-cache) must be a folder: "
+                                f"{err}") from None
+    except PermissionError:
+        pass
 
 
 def arrow_store(folder: Path, store: str, cache: str | os.PathLike | None,
@@ -149,9 +167,20 @@ def load_hub(repo_id: str, config: str | None, splits: Iterable[str] = SPLITS, *
             cached = None
         if isinstance(cached, str):
             others[cached] = read_judged_ids(cached)
-    return build_dataset(corpus, queries, parsed, qrel_files, others, source=label,
-                         require_anchor=require_anchor, relevant_from=relevant_from,
-                         leaks=leaks)
+    dataset = build_dataset(corpus, queries, parsed, qrel_files, others, source=label,
+                            require_anchor=require_anchor, relevant_from=relevant_from,
+                            leaks=leaks)
+    dataset.content_files = {"corpus": cache_files(corpus_rows),
+                             "queries": cache_files(query_rows)}
+    return dataset
+
+
+def cache_files(rows) -> tuple[str, ...]:
+    """The Arrow files ``datasets`` holds ``rows`` in (empty for rows held in memory): what
+    the data fingerprint of a Hub dataset digests (:mod:`tapt.data.fingerprint`)."""
+    files = getattr(rows, "cache_files", None) or []
+    return tuple(str(item["filename"]) for item in files
+                 if isinstance(item, dict) and item.get("filename"))
 
 
 def offline_help(repo_id: str, config: str, err: Exception) -> str:

@@ -15,7 +15,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tapt.bounds import NON_NEGATIVE_FLOAT, POSITIVE_INT, check_optional
+from tapt.bounds import (
+    BATCH_SIZE,
+    CONCURRENCY,
+    RATE,
+    SEQUENCE_LENGTH,
+    TOKENS_PER_BATCH,
+    WIDTH,
+    check_optional,
+)
 from tapt.encoders.api import is_api_model, load_api_encoder
 from tapt.encoders.base import Encoder, TruncatedEncoder
 from tapt.encoders.loading import ModelSpec, load_sentence_transformer
@@ -50,10 +58,10 @@ class ModelOptions:
     long_passages: LongPassages = field(default_factory=LongPassages)
 
     def __post_init__(self) -> None:
-        check_optional(POSITIVE_INT, self.max_seq_length, "max_seq_length")
-        check_optional(POSITIVE_INT, self.max_tokens_per_batch, "max_tokens_per_batch")
-        POSITIVE_INT.check(self.batch_size, "batch_size")
-        check_optional(POSITIVE_INT, self.truncate_dim, "truncate_dim")
+        check_optional(SEQUENCE_LENGTH, self.max_seq_length, "max_seq_length")
+        check_optional(TOKENS_PER_BATCH, self.max_tokens_per_batch, "max_tokens_per_batch")
+        BATCH_SIZE.check(self.batch_size, "batch_size")
+        check_optional(WIDTH, self.truncate_dim, "truncate_dim")
 
     def spec(self, name: str) -> ModelSpec:
         """The :class:`~tapt.encoders.loading.ModelSpec` of ``name`` under these options."""
@@ -75,9 +83,9 @@ class APIOptions:
     tokens_per_minute: float | None = None
 
     def __post_init__(self) -> None:
-        POSITIVE_INT.check(self.concurrency, "concurrency")
-        check_optional(NON_NEGATIVE_FLOAT, self.requests_per_minute, "requests_per_minute")
-        check_optional(NON_NEGATIVE_FLOAT, self.tokens_per_minute, "tokens_per_minute")
+        CONCURRENCY.check(self.concurrency, "concurrency")
+        check_optional(RATE, self.requests_per_minute, "requests_per_minute")
+        check_optional(RATE, self.tokens_per_minute, "tokens_per_minute")
 
 
 def _api_encoder(name: str, model: ModelOptions, api: APIOptions) -> Encoder:

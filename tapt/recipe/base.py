@@ -11,14 +11,13 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import (
     BaseModel,
     ConfigDict,
-    Field,
     ValidationInfo,
     field_validator,
 )
 
-from tapt.bounds import SEED_MAX
+from tapt.bounds import SEED, number_from_text
 
-Seed = Annotated[int, Field(ge=0, le=SEED_MAX)]
+Seed = Annotated[int, SEED]
 """A seed numpy takes (``numpy.random.seed``: a whole number in [0, 2**32 - 1])."""
 
 EXPLICIT_PATH_PREFIXES = ("/", "./", "../", "~")
@@ -64,8 +63,11 @@ def annotation_types(annotation) -> set:
 
 class Section(BaseModel):
     """A recipe section. Every field, in files and ``key=value`` overrides alike: a boolean
-    is never a number (``true`` is not 1), and text is never empty (except the fields in
-    ``may_be_empty``, where an empty string means something)."""
+    is never a number (``true`` is not 1), a number written as text (YAML 1.1 reads ``1e0``
+    and ``2e-5`` as strings) is that number (:func:`tapt.bounds.number_from_text`, the one
+    reading for every key), a number lies in its range (the :class:`tapt.bounds.Bound` in
+    its annotation), and text is never empty (except the fields in ``may_be_empty``, where
+    an empty string means something)."""
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False,
                               use_attribute_docstrings=True)  # docstrings: `tapt recipe schema`
@@ -75,6 +77,9 @@ class Section(BaseModel):
     @classmethod
     def _strict_values(cls, value: Any, info: ValidationInfo) -> Any:
         leaves = annotation_types(cls.model_fields[info.field_name].annotation)
+        if leaves & {int, float}:  # one reading of numbers written as text
+            value = [number_from_text(item) for item in value] if isinstance(value, list) \
+                else number_from_text(value)
         items = value if isinstance(value, list) else [value]
         if leaves & {int, float} and bool not in leaves and \
                 any(isinstance(item, bool) for item in items):

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
-    Field,
     field_validator,
     model_validator,
 )
 
+from tapt import bounds
 from tapt.recipe.base import RecipeError, Section, local_path
 
 
@@ -24,16 +24,17 @@ class LossSettings(Section):
     loss on teacher scores and grades (tapt.training.distill): ``margin_mse`` (the
     student's score margins regress the targets' margins) or ``distill_kl`` (KL divergence
     between softmaxes over each row's passages, temperature 1/scale)."""
-    scale: float = Field(20.0, gt=0)
+    scale: Annotated[float, bounds.LOGIT_SCALE] = 20.0
     """MNRL logit scale (inverse temperature; 20 = temperature 0.05); gist / cached_gist
     use temperature 1/scale."""
     gather_across_devices: bool = True
     """Use every rank's batch as in-batch negatives under DDP."""
-    matryoshka_dims: list[int] = [768, 512, 256, 128, 64]  # noqa: RUF012 (pydantic copies defaults)
+    matryoshka_dims: Annotated[list[int], bounds.WIDTH] = [  # noqa: RUF012 (pydantic copies)
+        768, 512, 256, 128, 64]
     """Matryoshka embedding widths, each at most the model's."""
-    matryoshka_weights: list[float] | None = None
+    matryoshka_weights: Annotated[list[float], bounds.LOSS_WEIGHT] | None = None
     """One loss weight per width in ``matryoshka_dims`` (None: all 1)."""
-    mini_batch_size: int = Field(32, gt=0)
+    mini_batch_size: Annotated[int, bounds.BATCH_SIZE] = 32
     """cached_mnrl / cached_gist: the gradient-cache chunk size."""
     matryoshka: bool = False
     """Wrap the contrastive loss in MatryoshkaLoss at ``matryoshka_dims`` (``name:
@@ -48,7 +49,7 @@ class LossSettings(Section):
     hardness_mode: Literal["in_batch_negatives", "hard_negatives", "all_negatives"] | None = None
     """mnrl family: add ``hardness_strength`` x (detached cosine) to these negatives' logits
     (None: off)."""
-    hardness_strength: float = Field(0.0, ge=0)
+    hardness_strength: Annotated[float, bounds.HARDNESS] = 0.0
     """mnrl family: the hardness weight (alpha; > 0 with ``hardness_mode``)."""
     guide: str = "self"
     """gist / cached_gist: the model that picks the negatives to mask: ``self`` (a frozen
@@ -56,7 +57,7 @@ class LossSettings(Section):
     margin_strategy: Literal["absolute", "relative"] = "absolute"
     """gist / cached_gist: mask a candidate the guide scores above the positive's score
     minus ``margin`` (``absolute``) or minus ``|score| x margin`` (``relative``)."""
-    margin: float = 0.0
+    margin: Annotated[float, bounds.GIST_MARGIN] = 0.0
     """gist / cached_gist: the margin (0: mask only candidates the guide scores strictly
     above the positive; a duplicate of the positive ties and stays)."""
     teacher_scores: str | None = None
@@ -66,10 +67,11 @@ class LossSettings(Section):
     """Teacher scores per query divided by that query's largest absolute score
     (``query_max``: BM25's 5-30 become at most 1, comparable with grade targets and
     cosines), or used as they are (``none``)."""
-    grade_targets: dict[int, float] = {3: 1.0, 2: 0.5, 1: 0.2, 0: 0.0}  # noqa: RUF012 (pydantic copies defaults)
+    grade_targets: Annotated[dict[int, float], bounds.TRAINING_TARGET] = {  # noqa: RUF012
+        3: 1.0, 2: 0.5, 1: 0.2, 0: 0.0}  # (pydantic copies defaults)
     """Target score per qrels grade for margin_mse / distill_kl (an unjudged, e.g. mined,
     passage has grade 0; a grade left out of the map is 0.0 for grade 0, else an error)."""
-    grade_weight: float = Field(0.0, ge=0, le=1)
+    grade_weight: Annotated[float, bounds.FRACTION] = 0.0
     """Mix of the targets: ``(1 - w) x teacher + w x grade target``; 1 trains on grades
     only (no teacher file)."""
 
@@ -102,6 +104,7 @@ class LossSettings(Section):
         for grade, target in targets.items():
             if isinstance(grade, str) and grade.strip().isdigit():  # JSON keys: a saved recipe
                 grade = int(grade)
+            target = bounds.number_from_text(target)  # YAML 1.1 reads 1e0 as a string
             if isinstance(grade, bool) or not isinstance(grade, int) or grade < 0:
                 raise ValueError(f"grade {grade!r}: expected a whole number >= 0")
             if isinstance(target, bool) or not isinstance(target, (int, float)) or \

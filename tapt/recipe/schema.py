@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
-    Field,
     field_validator,
     model_validator,
 )
 
+from tapt import bounds
 from tapt.data.relevance import parse_relevant_from
 from tapt.families import registered_families
 from tapt.ids import hub_id_problem
@@ -25,11 +25,11 @@ class LoraSettings(Section):
 
     enabled: bool = False
     """Train LoRA adapters instead of every weight."""
-    r: int = Field(16, gt=0)
+    r: Annotated[int, bounds.LORA_RANK] = 16
     """LoRA rank."""
-    alpha: int = Field(32, gt=0)
+    alpha: Annotated[int, bounds.LORA_ALPHA] = 32
     """LoRA scaling numerator (the update is scaled by alpha / r)."""
-    dropout: float = Field(0.05, ge=0.0, lt=1.0)
+    dropout: Annotated[float, bounds.DROPOUT] = 0.05
     """Dropout on the LoRA adapters' input."""
     target_modules: list[str] | str | None = None
     """None lets peft pick the model type's defaults."""
@@ -54,7 +54,7 @@ class ModelSettings(Section):
     or the path of a ``.py`` file (see :func:`import_family_module`)."""
     family: str = "auto"
     """A registered family (``tapt.encoders.presets.registered_families``) or ``auto``."""
-    max_seq_length: int | None = Field(None, gt=0)
+    max_seq_length: Annotated[int, bounds.SEQUENCE_LENGTH] | None = None
     """Tokens per text when encoding and training (default: the family's or the model's)."""
     pooling: Literal["cls", "mean", "max", "lasttoken", "weightedmean"] | None = None
     """Pooling over token embeddings (default: the family's, else the model's own)."""
@@ -153,14 +153,14 @@ class DataSettings(Section):
     """Add the soft negative (grade 1) as a second explicit negative column."""
     mined_negatives: str | None = None
     """A ``tapt mine`` output for the train split: its negatives become more columns."""
-    negatives_per_query: int = Field(0, ge=0)
+    negatives_per_query: Annotated[int, bounds.NEGATIVES] = 0
     """Mined negatives per row (after the graded ones); needs ``mined_negatives``."""
     missing_hard_negative: Literal["drop", "pair"] = "drop"
     """A query without a hard negative: ``drop`` it, or train it as a (query, anchor)
     ``pair``."""
     with_title: bool = True
     """Encode passages as title + text (else the text only)."""
-    dev_distractors: int | None = Field(20000, ge=0)
+    dev_distractors: Annotated[int, bounds.COUNT] | None = 20000
     """Dev sub-corpus: every judged dev passage plus this many distractors (None: all)."""
     dev_seed: Seed = 0
     """Seed of the dev sub-corpus's distractor sample (and of ``dev_from_train``'s carve)."""
@@ -171,7 +171,7 @@ class DataSettings(Section):
     touched; results record the carve (tapt.data.splits). None: read ``dev_split``."""
     lenient: bool = False
     """Accept empty passages and queries without an anchor (non-FormBench BEIR sets)."""
-    relevant_from: Literal["auto"] | int = "auto"
+    relevant_from: Literal["auto"] | Annotated[int, bounds.GRADE] = "auto"
     """Lowest relevant grade (binary metrics, training anchors): ``auto`` is 3 when the
     qrels hold a grade >= 3 (FormBench: 3 anchor, 2 hard, 1 soft negative), else 1 (BEIR:
     relevant passages as anchors, in-batch and mined negatives); see tapt.data.relevance."""
@@ -189,10 +189,20 @@ class DataSettings(Section):
     passages' title: one patent per batch in FormBench), or ``label:FIELD`` (the anchors'
     ``labels.FIELD`` in corpus.jsonl); see tapt.training.grouped_batches."""
 
-    @field_validator("batch_by")
+    @field_validator("batch_by", mode="before")  # before the str check: YAML's mappings
     @classmethod
-    def _check_batch_by(cls, value: str) -> str:
-        if value in ("none", "title") or (value.startswith("label:") and value[6:].strip()):
+    def _check_batch_by(cls, value: Any) -> Any:
+        if isinstance(value, dict) and len(value) == 1 and next(iter(value)) == "label":
+            field_name = next(iter(value.values()))  # YAML read label: X as {label: X}
+            written = "label:" if field_name is None else f"label: {field_name}"
+            raise ValueError(f"{written!r} was read as a YAML mapping, not text: write the "
+                             "field right after the colon, label:FIELD (e.g. label:domain)")
+        if not isinstance(value, str) or not value.strip():
+            return value  # pydantic's string check names the type; Section's, a blank
+        if value == "label:" or (value.startswith("label:") and not value[6:].strip()):
+            raise ValueError(f"{value!r} names no label field: label:FIELD, e.g. "
+                             "label:domain (the anchors' labels.FIELD in corpus.jsonl)")
+        if value in ("none", "title") or value.startswith("label:"):
             return value
         raise ValueError(f"expected none, title or label:FIELD, got {value!r}")
 
@@ -229,45 +239,45 @@ class DataSettings(Section):
 
 
 class TrainingSettings(Section):
-    epochs: float = Field(5, gt=0)
+    epochs: Annotated[float, bounds.EPOCHS] = 5
     """Passes over the training rows (fractions allowed); ``max_steps`` overrides it."""
-    max_steps: int = -1
+    max_steps: Annotated[int, bounds.MAX_STEPS] = -1
     """-1: train for ``epochs``; a positive number of steps overrides them."""
-    learning_rate: float = Field(2e-5, gt=0)
+    learning_rate: Annotated[float, bounds.LEARNING_RATE] = 2e-5
     """Peak learning rate (AdamW)."""
     scheduler: Literal["linear", "cosine", "constant", "constant_with_warmup",
                        "cosine_with_restarts", "polynomial"] = "linear"
     """Learning-rate schedule after warmup (transformers' names)."""
-    warmup_ratio: float = Field(0.1, ge=0, lt=1)
+    warmup_ratio: Annotated[float, bounds.WARMUP_RATIO] = 0.1
     """Fraction of the steps spent warming the learning rate up from 0."""
-    weight_decay: float = Field(0.0, ge=0)
+    weight_decay: Annotated[float, bounds.WEIGHT_DECAY] = 0.0
     """AdamW weight decay."""
-    per_device_batch_size: int = Field(32, gt=0)
+    per_device_batch_size: Annotated[int, bounds.BATCH_SIZE] = 32
     """Rows per batch on each device (MNRL's in-batch negatives)."""
-    gradient_accumulation_steps: int = Field(1, gt=0)
+    gradient_accumulation_steps: Annotated[int, bounds.ACCUMULATION] = 1
     """Batches whose gradients are summed before each update."""
     bf16: bool = True
     """bfloat16 mixed precision (autocast; the master weights stay float32)."""
     seed: Seed = 42
     """Seed of model initialisation, data order and sampling."""
-    eval_steps: int = Field(100, gt=0)
+    eval_steps: Annotated[int, bounds.STEPS] = 100
     """Evaluate on the dev split every this many optimizer steps."""
-    save_steps: int | None = Field(None, gt=0)
+    save_steps: Annotated[int, bounds.STEPS] | None = None
     """Defaults to eval_steps (best-checkpoint selection needs a save at every eval)."""
-    save_total_limit: int = Field(2, ge=1)
+    save_total_limit: Annotated[int, bounds.KEPT] = 2
     """Checkpoints kept; the best one is never deleted, so 2 keeps best + last."""
-    logging_steps: int = Field(10, gt=0)
+    logging_steps: Annotated[int, bounds.STEPS] = 10
     """Log the training loss every this many steps."""
     gradient_checkpointing: bool = False
     """Recompute activations in the backward pass: less memory, slower."""
-    dataloader_workers: int = Field(0, ge=0)
+    dataloader_workers: Annotated[int, bounds.WORKERS] = 0
     """Data loader worker processes (0: load in the main process)."""
     on_nonfinite: Literal["stop", "skip"] = "stop"
     """A NaN/inf loss or gradient: ``stop`` the run before that update (no ``final/``), or
     ``skip`` the update and go on (counted in the logs and results)."""
-    max_nonfinite_steps: int = Field(10, ge=0)
+    max_nonfinite_steps: Annotated[int, bounds.STEP_COUNT] = 10
     """With ``skip``: the run stops once more steps than this were skipped."""
-    average_last: int | None = Field(None, ge=2)
+    average_last: Annotated[int, bounds.AVERAGED] | None = None
     """Export the element-wise mean of the last N saved checkpoints instead of the best one
     (None: off); needs save_total_limit >= N + 1. TAPT only."""
 
@@ -283,16 +293,16 @@ class EvalSettings(GuardSettings):
     metric: Literal["binary_ndcg@10", "graded_ndcg@10", "mrr@10", "recall@100"] = \
         "binary_ndcg@10"
     """Dev metric that chooses the best checkpoint."""
-    batch_size: int = Field(64, gt=0)
+    batch_size: Annotated[int, bounds.BATCH_SIZE] = 64
     """Texts per encoding batch in dev/test evaluation."""
-    top_k: int = Field(100, gt=0)
+    top_k: Annotated[int, bounds.TOP_K] = 100
     """Passages retrieved per query (exact search)."""
     zero_shot: bool = True
     """Evaluate once before the first step so the dev curve starts at zero-shot."""
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
     """Encoding precision of dev/test evaluation: ``auto`` is bfloat16 on a CUDA GPU that
     supports it, float32 elsewhere. Training's float32 master weights are not touched."""
-    max_tokens_per_batch: int | None = Field(None, gt=0)
+    max_tokens_per_batch: Annotated[int, bounds.TOKENS_PER_BATCH] | None = None
     """Padded tokens per encoding batch (default: batch_size x max_seq_length)."""
 
 
@@ -424,11 +434,11 @@ class DaptDataSettings(Section):
     passage per line)."""
     with_title: bool = True
     """Passages as title + text (else the text only)."""
-    max_passages: int | None = Field(None, gt=0)
+    max_passages: Annotated[int, bounds.POSITIVE_COUNT] | None = None
     """Train on a seeded sample of at most this many passages."""
-    held_out_fraction: float = Field(0.01, gt=0, lt=0.5)
+    held_out_fraction: Annotated[float, bounds.HELD_OUT] = 0.01
     """Fraction of the passages held out for the held-out loss."""
-    held_out_max: int = Field(1000, gt=0)
+    held_out_max: Annotated[int, bounds.POSITIVE_COUNT] = 1000
     """Held-out passages (for the held-out loss): this fraction, at most this many."""
     seed: Seed = 0
     """Seed of the passage sample and the held-out split."""
@@ -436,7 +446,7 @@ class DaptDataSettings(Section):
     """BEIR folder for the zero-shot retrieval evaluation at each save (default: ``path``)."""
     dev_split: str | None = "dev"
     """Split of that BEIR data to evaluate; None: no retrieval evaluation."""
-    dev_distractors: int | None = Field(20000, ge=0)
+    dev_distractors: Annotated[int, bounds.COUNT] | None = 20000
     """Dev sub-corpus: every judged dev passage plus this many distractors (None: all)."""
     dev_seed: Seed = 0
     """Seed of the dev sub-corpus's distractor sample."""
@@ -470,13 +480,13 @@ class ObjectiveSettings(Section):
     """``mlm``: masked language modelling (encoder-only models: BERT, GTE, Nomic BERT).
     ``simcse``: unsupervised contrastive learning, each passage against itself under
     dropout noise, with in-batch negatives (any model, decoders such as Qwen3 too)."""
-    mlm_probability: float = Field(0.15, gt=0, lt=1)
+    mlm_probability: Annotated[float, bounds.OPEN_FRACTION] = 0.15
     """MLM: fraction of tokens masked."""
     whole_word_masking: bool = False
     """MLM: mask whole words rather than single tokens."""
-    scale: float = Field(20.0, gt=0)
+    scale: Annotated[float, bounds.LOGIT_SCALE] = 20.0
     """SimCSE logit scale (20 = temperature 0.05)."""
-    dropout: float | None = Field(0.1, ge=0, lt=1)
+    dropout: Annotated[float, bounds.DROPOUT] | None = 0.1
     """SimCSE: dropout probability set on every dropout of the model while training (the
     noise that makes two views of a passage differ; Qwen3 has none of its own). None keeps
     the model's own. The exported config keeps the model's original values."""
@@ -488,9 +498,9 @@ class ChunkingSettings(Section):
     mode: Literal["chunk", "pack"] = "chunk"
     """``chunk``: windows of each passage, ``overlap`` tokens apart; ``pack``: passages
     concatenated and cut into full-length blocks (``mlm`` only)."""
-    overlap: int | None = Field(None, ge=0)
+    overlap: Annotated[int, bounds.OVERLAP] | None = None
     """Tokens shared by consecutive windows (default: an eighth of ``max_length``)."""
-    max_length: int | None = Field(None, gt=8)
+    max_length: Annotated[int, bounds.CHUNK_LENGTH] | None = None
     """Tokens per sequence, special tokens included (default: the model's maximum
     length, at most 512)."""
 

@@ -8,10 +8,11 @@ Both are TAPT keys: a DAPT recipe that sets them is refused (:func:`check_tapt_o
 from __future__ import annotations
 
 import math
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import field_validator, model_validator
 
+from tapt import bounds
 from tapt.data.relevance import parse_relevant_from
 from tapt.recipe.base import RecipeError, Section, local_path
 
@@ -25,13 +26,13 @@ class GuardSettings(Section):
     evaluation, logged as ``eval_guard_<metric>``; None: no guard set."""
     guard_split: str = "test"
     """Split of the guard data whose queries are evaluated."""
-    guard_distractors: int | None = Field(None, ge=0)
+    guard_distractors: Annotated[int, bounds.COUNT] | None = None
     """Guard sub-corpus: every judged passage plus this many distractors, seeded with
     ``data.dev_seed`` (None: the whole guard corpus)."""
     guard_lenient: bool = False
     """Read the guard data leniently, as ``data.lenient`` does the main data (BEIR sets with
     empty passages, e.g. Cranfield, need it)."""
-    guard_relevant_from: Literal["auto"] | int = "auto"
+    guard_relevant_from: Literal["auto"] | Annotated[int, bounds.GRADE] = "auto"
     """Lowest relevant grade of the guard data, as ``data.relevant_from`` for the main data."""
 
     @field_validator("guard_relevant_from", mode="before")

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from tapt.bounds import FRACTION, NON_NEGATIVE_FLOAT, POSITIVE_INT
+from tapt.bounds import BM25_K1, FRACTION, TOP_K
 from tapt.retrieval.dense import Retrieval, throughput
 from tapt.retrieval.sharding import world
 
@@ -29,8 +29,8 @@ class BM25Retriever:
 
     def __init__(self, *, top_k: int = 100, k1: float = 1.5, b: float = 0.75,
                  stopwords: str | None = "en", progress: bool = True) -> None:
-        self.top_k = POSITIVE_INT.check(top_k, "top_k")
-        self.k1 = NON_NEGATIVE_FLOAT.check(k1, "k1")
+        self.top_k = TOP_K.check(top_k, "top_k")
+        self.k1 = BM25_K1.check(k1, "k1")
         self.b = FRACTION.check(b, "b")
         self.stopwords = stopwords
         self.progress = progress

@@ -18,9 +18,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from tapt.data.labels import NO_LABEL
 from tapt.retrieval.metrics import METRIC_KEYS
-
-NO_LABEL = "(none)"
 
 
 def group_metrics(per_query: Mapping[str, Mapping[str, float]],

@@ -14,6 +14,7 @@ from typing import Protocol
 
 from tapt.data.arrow_corpus import corpus_texts as passage_texts
 from tapt.data.beir import BeirDataset, DataError, check_relevance
+from tapt.data.fingerprint import data_fingerprint
 from tapt.files import atomic_write_json, atomic_write_text
 from tapt.ids import id_problem
 from tapt.provenance import provenance
@@ -112,7 +113,9 @@ def score_retrieval(retrieval: Retrieval, retriever: Retriever, dataset: BeirDat
                     split: str, *, corpus_ids: Sequence[str], with_title: bool = True,
                     info: dict | None = None) -> EvalReport:
     """The report of a ranking already made by ``retriever`` on ``corpus_ids`` for the
-    split's queries (what :func:`evaluate` does after retrieving)."""
+    split's queries (what :func:`evaluate` does after retrieving). ``evaluated`` records
+    the data's content fingerprint (:func:`tapt.data.fingerprint.data_fingerprint`), the
+    relevance rule and the split, which ``tapt compare`` checks before pairing results."""
     query_ids = list(dataset.split(split))
     qrels = dataset.split(split)
     scored = score_run(qrels, retrieval.run, relevant_from=dataset.rule.relevant_from)
@@ -122,6 +125,7 @@ def score_retrieval(retrieval: Retrieval, retriever: Retriever, dataset: BeirDat
                  "num_queries": len(query_ids), "with_title": with_title,
                  "dtype": getattr(encoder, "compute_dtype", None),
                  "relevance": dataset.rule.to_dict(),
+                 "data_fingerprint": data_fingerprint(dataset, split, corpus_ids),
                  **({"search": {"backend": retrieval.search_backend, "passages_from_cache":
                                 int(retrieval.timings.get("corpus_from_cache", 0))}}
                     if encoder is not None else {}),

@@ -32,7 +32,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 
-from tapt.bounds import FRACTION, NON_NEGATIVE_FLOAT, POSITIVE_INT
+from tapt.bounds import FRACTION, POSITIVE_INT, RRF_K, TOP_K
 from tapt.retrieval.dense import Retrieval
 from tapt.retrieval.metrics import Run, trec_ranking
 
@@ -47,7 +47,7 @@ def ranked(docs: Mapping[str, float]) -> list[str]:
 
 def reciprocal_rank_fusion(runs: Sequence[Run], k: float = 60) -> Run:
     """``sum 1 / (k + rank)`` over the runs in which a passage appears (rank 1 = best)."""
-    k = NON_NEGATIVE_FLOAT.check(k, "k (the RRF constant)")
+    k = RRF_K.check(k, "k (the RRF constant)")
     fused: Run = {}
     for run in runs:
         for query_id, docs in run.items():
@@ -100,10 +100,10 @@ class HybridRetriever:
         self.dense = dense
         self.sparse = sparse
         self.fusion = fusion
-        self.rrf_k = NON_NEGATIVE_FLOAT.check(rrf_k, "rrf_k") if fusion == "rrf" else rrf_k
+        self.rrf_k = RRF_K.check(rrf_k, "rrf_k") if fusion == "rrf" else rrf_k
         self.alpha = FRACTION.check(alpha, "alpha (the dense weight)") \
             if fusion == "linear" else alpha
-        self.top_k = POSITIVE_INT.check(top_k, "top_k")
+        self.top_k = TOP_K.check(top_k, "top_k")
 
     @property
     def name(self) -> str:

@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from tapt.bounds import MARGIN, NON_NEGATIVE_INT, POSITIVE_INT, SEED, check_optional
+from tapt.bounds import MARGIN, SEED, SKIP_TOP, TOP_K, check_optional
 from tapt.data.arrow_corpus import corpus_texts as passage_texts
 from tapt.data.beir import BeirDataset
 from tapt.files import atomic_write_json
@@ -49,9 +49,9 @@ class MiningSettings:
 
     def check(self) -> None:
         """``ValueError`` naming the first setting out of its range."""
-        POSITIVE_INT.check(self.per_query, "per_query")
-        POSITIVE_INT.check(self.depth, "depth")
-        NON_NEGATIVE_INT.check(self.skip_top, "skip_top")
+        TOP_K.check(self.per_query, "per_query")
+        TOP_K.check(self.depth, "depth")
+        SKIP_TOP.check(self.skip_top, "skip_top")
         SEED.check(self.seed, "seed")
         if self.skip_top >= self.depth:
             raise ValueError(f"skip_top ({self.skip_top}) must be below depth ({self.depth})")

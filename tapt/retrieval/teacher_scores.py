@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tapt.data.arrow_corpus import corpus_texts as passage_texts
+from tapt.bounds import TRAINING_TARGET
 from tapt.data.beir import BeirDataset, DataError, check_id, iter_jsonl
 from tapt.files import atomic_write_json
 from tapt.finite import finite_number
@@ -107,7 +108,8 @@ def write_teacher_scores(path: str | Path, scores: Scores, *, teacher: str, data
 
 def read_teacher_scores(path: str | Path, dataset: BeirDataset, split: str) -> TeacherScores:
     """Read and validate a score file for the queries of ``split``: known ids, a finite
-    ``score``, one ``teacher`` for the whole file, no pair twice."""
+    ``score`` in :data:`tapt.bounds.TRAINING_TARGET` (scores become float32 targets), one
+    ``teacher`` for the whole file, no pair twice."""
     path = Path(path)
     if not path.is_file():
         raise DataError(path, "teacher-scores file not found (make it with tapt score)")
@@ -127,6 +129,9 @@ def read_teacher_scores(path: str | Path, dataset: BeirDataset, split: str) -> T
         score = record.get("score")
         if not finite_number(score):
             raise DataError(path, f"expected a finite number, got {score!r}", line, "score")
+        if not TRAINING_TARGET.contains(float(score)):  # finite, yet no float32 target
+            raise DataError(path, f"{score!r} is out of range: a teacher score must be "
+                                  f"{TRAINING_TARGET.documented}", line, "score")
         name = record.get("teacher")
         if not isinstance(name, str) or not name:
             raise DataError(path, "expected a non-empty string", line, "teacher")

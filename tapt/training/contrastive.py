@@ -85,6 +85,10 @@ def load_recipe_data(recipe: Recipe, with_test: bool) -> BeirDataset:
     if carve:
         dataset = carve_dev(dataset, size=data.dev_from_train, seed=data.dev_seed,
                             source_split=data.train_split, split=data.dev_split)
+    if with_test:  # test.json's data fingerprint: the files as read now, not after training
+        from tapt.data.fingerprint import remember_digests
+
+        remember_digests(dataset, [data.test_split])
     return dataset
 
 

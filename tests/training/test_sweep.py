@@ -71,7 +71,7 @@ def test_a_bad_value_in_one_trial_is_refused_before_any_trial_runs(make_recipe, 
     message = str(refused.value)
     assert "no trial was run" in message and "3 problem(s)" in message
     assert "training.learning_rate=-1 training.max_steps=2" in message
-    assert "training.learning_rate: Input should be greater than 0" in message
+    assert "training.learning_rate: Value error, must be in (0, 1]" in message
     assert "training.max_steps: Value error, must be -1" in message
     assert main(["sweep", str(recipe_file), "training.learning_rate=1e-3,-1"]) == 2
     assert not output.with_name("bad-sweep").exists()

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from tapt.bounds import SYNTH_DISTRACTORS, SYNTH_QUERIES
 from tapt.data.beir import ANCHOR, HARD_NEGATIVE, SOFT_NEGATIVE, SPLITS, Passage, Qrels, write_beir
 from tapt.data.synth.entities import Formulation, KeyIndex, jaccard, role_swaps
 from tapt.data.synth.passages import render
@@ -141,10 +142,8 @@ def _mean(values: Sequence[float]) -> float:
 
 def _check_arguments(queries: int, distractors: int, variant: str,
                      split_fractions: tuple[float, float, float]) -> None:
-    if queries < 1:
-        raise ValueError(f"queries must be >= 1, got {queries}")
-    if distractors < 0:
-        raise ValueError(f"distractors must be >= 0, got {distractors}")
+    SYNTH_QUERIES.check(queries, "queries")  # built in memory: tapt.bounds states the limits
+    SYNTH_DISTRACTORS.check(distractors, "distractors")
     if variant not in VARIANTS:
         raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
     if len(split_fractions) != 3 or any(f <= 0 for f in split_fractions) \

@@ -1,0 +1,142 @@
+"""Which result files ``tapt compare`` may set side by side: the data and settings each one
+evaluated, and the check that refuses to pair results that differ in them.
+
+A result file (``tapt eval`` / ``tapt bm25 --output``, a run's ``test.json``) records in its
+``evaluated`` block what it measured on; these are its **data fields**:
+
+- ``corpus``: the digest of the corpus file (``data_fingerprint.corpus``);
+- ``sub-corpus``: the digest of the evaluated passage ids (``data_fingerprint.sub_corpus``;
+  the whole corpus, or in files without a fingerprint the ``distractors`` / ``fraction`` /
+  ``seed`` of the sample);
+- ``queries``, ``qrels``: the digests of the queries file and of the split's qrels file;
+- ``split``, ``relevance`` (the relevance rule), ``top-k``.
+
+Results in one column of a comparison (one corpus label) are paired: per query by
+``--baseline`` and over seeds, and read as "the same benchmark" by the table. They must
+agree in every data field. A system's C0 and C1 results (its C1/C0 retention) are different
+corpora by design; they must agree in ``split``, ``relevance`` and ``top-k``.
+``allow_different`` (``tapt compare --allow-different``) lifts the check for
+:data:`ALLOWABLE` fields only: ``corpus`` (with its sub-corpus) pairs results on the same
+queries and qrels over different corpora, e.g. C0 against C1 per query (``--corpus`` giving
+both one label); ``sub-corpus`` other distractor samples; ``top-k`` other ranking depths.
+Queries, qrels, split and relevance rule can never differ: pairing per-query values of
+different queries or judgments measures nothing.
+
+Files written before tapt recorded ``data_fingerprint`` are compared with a warning naming
+them (:func:`unfingerprinted_note`): their split, relevance rule, sub-corpus settings and
+top-k are still checked, their corpus, queries and qrels cannot be; re-run them to check
+those too.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+
+FIELDS = ("corpus", "sub-corpus", "queries", "qrels", "split", "relevance", "top-k")
+ALLOWABLE = ("corpus", "sub-corpus", "top-k")
+"""The data fields ``--allow-different`` may lift (``corpus`` lifts ``sub-corpus`` too)."""
+SETTINGS = ("split", "relevance", "top-k")
+"""The fields a system's results on different corpora (C0, C1) must share."""
+UNKNOWN = None
+WHOLE = "the whole corpus"
+
+
+@dataclass(frozen=True)
+class DataKey:
+    """A result's data fields (``None``: not recorded) and its file."""
+
+    source: str
+    values: dict[str, object]
+    fingerprinted: bool
+
+
+def data_key(result: Mapping, source: str) -> DataKey:
+    """The data fields of a result file read by :func:`tapt.analysis.compare.read_result`."""
+    evaluated = result.get("evaluated", {})
+    fingerprint = evaluated.get("data_fingerprint")
+    fingerprinted = isinstance(fingerprint, dict)
+    fingerprint = fingerprint if fingerprinted else {}
+    if fingerprinted:
+        ids = fingerprint.get("sub_corpus")
+        sub_corpus = f"ids sha256 {ids}" if ids else WHOLE
+    elif all(key in evaluated for key in ("distractors", "fraction")):
+        sample = {key: evaluated.get(key) for key in ("distractors", "fraction", "seed")}
+        sub_corpus = WHOLE if sample["distractors"] is None and sample["fraction"] is None \
+            else "sample " + json.dumps(sample)
+    else:
+        sub_corpus = UNKNOWN
+    values = {"corpus": fingerprint.get("corpus"), "sub-corpus": sub_corpus,
+              "queries": fingerprint.get("queries"), "qrels": fingerprint.get("qrels"),
+              "split": evaluated.get("split"), "relevance": evaluated.get("relevance"),
+              "top-k": evaluated.get("top_k")}
+    return DataKey(source=source, values=values, fingerprinted=fingerprinted)
+
+
+def lifted(allow_different: Collection[str]) -> set[str]:
+    """The fields ``allow_different`` lifts; a field outside :data:`ALLOWABLE` is an error."""
+    wrong = [name for name in allow_different if name not in ALLOWABLE]
+    if wrong:
+        raise ValueError(f"--allow-different {wrong[0]}: only {', '.join(ALLOWABLE)} may "
+                         "differ between paired results (queries, qrels, split and relevance "
+                         "rule never: per-query values of different queries or judgments "
+                         "cannot be paired)")
+    fields = set(allow_different)
+    if "corpus" in fields:
+        fields.add("sub-corpus")
+    return fields
+
+
+def check_pair(first: DataKey, other: DataKey, *, fields: Collection[str],
+               allowed: Collection[str], where: str, liftable: bool = True) -> None:
+    """A ``ValueError`` naming the first of ``fields`` (not ``allowed``) in which the two
+    results differ, both values and both files; fields either one does not record pass.
+    ``liftable``: the message names ``--allow-different`` for an :data:`ALLOWABLE` field."""
+    for name in fields:
+        if name in allowed:
+            continue
+        mine, theirs = first.values.get(name), other.values.get(name)
+        if not _comparable(mine, theirs) or mine == theirs:
+            continue
+        hint = (f"; pass --allow-different {name} if that is what you mean"
+                if name in ALLOWABLE and liftable else "")
+        raise ValueError(f"{where}: {first.source} and {other.source} differ in {name} "
+                         f"({_shown(name, mine)} vs {_shown(name, theirs)}): their numbers "
+                         f"measure different things and are not paired; evaluate both on the "
+                         f"same data and settings{hint}")
+
+
+def _comparable(mine: object, theirs: object) -> bool:
+    """Both recorded, and of one kind: a sub-corpus of ids (new files) is not compared with
+    the sample settings an older file records, only with the whole corpus."""
+    if mine is UNKNOWN or theirs is UNKNOWN:
+        return False
+    if isinstance(mine, str) and isinstance(theirs, str) and WHOLE not in (mine, theirs) \
+            and mine.startswith(("ids ", "sample ")):
+        return mine.split(" ", 1)[0] == theirs.split(" ", 1)[0]
+    return True
+
+
+def _shown(name: str, value: object) -> str:
+    """A field's value in a message: digests shortened to 12 hex digits."""
+    if isinstance(value, dict) and "relevant_from" in value:  # a relevance rule
+        return f"{value.get('name')}, relevant from grade {value['relevant_from']}"
+    if isinstance(value, dict):
+        return json.dumps(value, sort_keys=True)
+    text = str(value)
+    if name in ("corpus", "queries", "qrels"):
+        return f"sha256 {text[:12]}"
+    if text.startswith("ids sha256 "):
+        return f"passage ids sha256 {text[len('ids sha256 '):][:12]}"
+    return text.removeprefix("sample ")
+
+
+def unfingerprinted_note(keys: Collection[DataKey]) -> str | None:
+    """The warning for result files without a data fingerprint, or None."""
+    old = [key.source for key in keys if not key.fingerprinted]
+    if not old:
+        return None
+    return (f"{', '.join(old)}: no data fingerprint (written before tapt recorded one): their "
+            "corpus, queries and qrels cannot be checked (split, relevance rule, sub-corpus "
+            "and top-k are); re-run tapt eval / tapt bm25 to record it")
