@@ -240,6 +240,15 @@ SYNTH_DISTRACTORS = Bound("in [0, 200000] (a whole number)", integer=True, low=0
                               "2 ms per passage")
 
 
+DEV_CARVE = Bound("a number of queries in [1, 10000000] or a fraction in (0, 1)", low=0,
+                  high=10**7, low_open=True, why="a whole number counts queries, a number "
+                  "below 1 is a share of them")
+SOUP_SIZE = Bound("in [2, 1000] (a whole number)", integer=True, low=2, high=1000,
+                  why="every ingredient is held in memory at once")
+WEAK_PAIRS = Bound("in [1, 100000000] (a whole number)", integer=True, low=1, high=10**8,
+                   why="one pair per passage at most; FormBench has about 1M")
+
+
 def check_optional(bound: Bound, value, name: str):
     """``None`` stays ``None`` (the parameter's default applies); anything else is checked."""
     return None if value is None else bound.check(value, name)

@@ -10,7 +10,8 @@ from pathlib import Path
 from rich.markup import escape
 
 from tapt.cli import terminal
-from tapt.cli.options import check_folder
+from tapt import bounds
+from tapt.cli.options import check_folder, number_type
 
 
 def add_parsers(commands) -> None:
@@ -26,8 +27,9 @@ def add_parsers(commands) -> None:
     soup.add_argument("--method", choices=("greedy", "uniform"), default="greedy",
                       help="greedy (default): add runs best-dev first while dev does not "
                            "drop; uniform: the mean of all")
-    soup.add_argument("--top", type=int, default=None, metavar="K",
-                      help="only the K runs with the best recorded dev metric")
+    soup.add_argument("--top", type=number_type(bounds.SOUP_SIZE, "soup_size"), default=None,
+                      metavar="K", help="only the K runs with the best recorded dev metric "
+                                        f"[range: {bounds.SOUP_SIZE.documented}]")
     soup.add_argument("--overwrite", action="store_true",
                       help="replace --output if it is a tapt export (never a run)")
     soup.add_argument("--export-dtype", choices=("float32", "bfloat16", "float16"),
@@ -55,13 +57,10 @@ def expand_runs(paths: list[Path]) -> list[Path]:
 
 def top_runs(runs: list[Path], top: int | None) -> list[Path]:
     """The ``top`` runs with the best recorded best-dev metric (all without ``top``)."""
-    from tapt.training.merge_types import MergeError
     from tapt.training.soup import read_ingredient
 
     if top is None:
         return runs
-    if top < 2:
-        raise MergeError(f"--top {top}: a soup needs at least 2 runs")
     ingredients = [read_ingredient(run) for run in runs]
     metric = ingredients[0].recipe.eval.metric
     ranked = sorted(ingredients, key=lambda i: -i.recorded_dev[metric])

@@ -164,7 +164,7 @@ class DataSettings(Section):
     """Dev sub-corpus: every judged dev passage plus this many distractors (None: all)."""
     dev_seed: Seed = 0
     """Seed of the dev sub-corpus's distractor sample (and of ``dev_from_train``'s carve)."""
-    dev_from_train: int | float | None = None
+    dev_from_train: Annotated[float, bounds.DEV_CARVE] | None = None
     """For data without a dev split: carve ``dev_split`` from the train queries, this many
     (a whole number) or this fraction (0 < f < 1) of those with a relevant passage, chosen
     by ``dev_seed``; the rest train. No query is in both; the dataset folder is not
@@ -180,7 +180,7 @@ class DataSettings(Section):
     ``title`` (a passage's title -> its text) or ``ict`` (inverse cloze: a sentence -> the
     rest of its passage), as their own dataset beside the labelled rows, each batch from
     one of them in proportion to their sizes (tapt.data.weak_pairs)."""
-    weak_pairs_max: int | None = Field(None, gt=0)
+    weak_pairs_max: Annotated[int, bounds.WEAK_PAIRS] | None = None
     """At most this many weak pairs, a seeded sample (None: one per usable passage)."""
     weak_pairs_seed: Seed = 0
     """Seed of the weak pairs' sample (and of ICT's sentence choice)."""
@@ -208,18 +208,13 @@ class DataSettings(Section):
 
     @field_validator("dev_from_train")
     @classmethod
-    def _check_dev_from_train(cls, size: int | float | None) -> int | float | None:
+    def _check_dev_from_train(cls, size: float | None) -> int | float | None:
         if size is None:
             return size
-        if isinstance(size, float) and not size.is_integer() and not 0.0 < size < 1.0:
+        if not size.is_integer() and not 0.0 < size < 1.0:
             raise ValueError(f"expected a number of queries (>= 1) or a fraction in (0, 1), "
                              f"got {size}")
-        if isinstance(size, float) and size.is_integer():
-            size = int(size)
-        if isinstance(size, int) and size < 1:
-            raise ValueError(f"expected a number of queries (>= 1) or a fraction in (0, 1), "
-                             f"got {size}")
-        return size
+        return int(size) if size.is_integer() else size
 
     @field_validator("relevant_from", mode="before")  # before coercion: True, 2.5
     @classmethod
