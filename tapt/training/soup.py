@@ -214,7 +214,8 @@ def soup(runs: Sequence[str | Path], output: str | Path, *, method: SoupMethod =
     result = SoupResult(output=output, method=method,
                         ingredients=[str(ingredients[i].run) for i in members],
                         weights=weights, dev=best, steps=steps)
-    del states, models
+    states.clear()  # the ingredients are not needed for the export
+    models.clear()
     export_merge(work, output, spec=specs[0], sources=specs, weights=weights,
                  overwrite=overwrite, dtype=export_dtype, soup=result.to_dict())
     return result
