@@ -15,6 +15,7 @@ from tapt.cli.options import (
     add_relevance_arg,
     add_subcorpus_args,
     check_folder,
+    data_inputs,
     family_help,
     fraction,
     positive_int,
@@ -128,6 +129,9 @@ def cmd_train(args: argparse.Namespace) -> int:
     from tapt.recipe import load_recipe
 
     recipe = load_recipe(args.recipe, args.overrides)
+    from tapt.training.run_start import check_output_dir
+
+    check_output_dir(recipe, recipe_file=args.recipe)  # also: output_dir must not hold it
     # imported once the recipe is valid: training pulls in torch, transformers and peft
     # (seconds), which a missing recipe or a bad key must not wait for
     from tapt.retrieval.evaluate import metrics_table
@@ -148,6 +152,9 @@ def cmd_dapt(args: argparse.Namespace) -> int:
     from tapt.retrieval.metrics import METRIC_KEYS
 
     recipe = load_recipe(args.recipe, args.overrides, kind="dapt")
+    from tapt.training.run_start import check_output_dir
+
+    check_output_dir(recipe, recipe_file=args.recipe)  # also: output_dir must not hold it
     from tapt.training.dapt import dapt  # torch, transformers: only once the recipe is valid
 
     result = dapt(recipe, overwrite=args.overwrite)
@@ -182,7 +189,9 @@ def cmd_merge(args: argparse.Namespace) -> int:
     _check_guard_flags(args)
     grid = (args.grid or list(DEFAULT_GRID)) if args.pick_on_dev else None
     check_request(len(args.models), args.weights, grid)
-    check_merge_output(args.output, args.models, overwrite=args.overwrite)
+    check_merge_output(args.output, args.models, overwrite=args.overwrite,
+                       inputs=data_inputs("--pick-on-dev", args.pick_on_dev, args.config)
+                       + data_inputs("--guard-data", args.guard_data))
     check_folder("--output", args.output.parent, shown=args.output)
     dev = None
     if args.pick_on_dev:
