@@ -311,7 +311,7 @@ def _report_inputs(args: argparse.Namespace) -> list[tuple[str, str | Path]]:
                                             run.results_file, run.root / "test.json")]
     found += [("--bm25", args.bm25)] + [("--plot", plot) for plot in args.plot]
     if args.bm25 is None and not args.no_bm25:
-        found += data_inputs("the run's data.path", _recorded_data(run.recipe_file))
+        found += data_inputs("run's data.path", _recorded_data(run.recipe_file))
     return found
 
 

@@ -74,7 +74,7 @@ SWEEP_FILE = "sweep.json"
 REPORT_FILE = "sweep.md"
 MARKER_FILE = "tapt-sweep.json"
 """Written into a sweep folder when a sweep first takes it: the folder is a sweep's."""
-LOCK_WORDING = {"label": "--output", "user": "sweep"}
+LOCK_WORDING = {"label": "--output", "user": "tapt sweep or training"}
 MAX_SLUG = 80
 """Characters of a trial folder's readable part (the hash follows)."""
 _OPENERS = {"[": "]", "{": "}", "(": ")"}
