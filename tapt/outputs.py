@@ -35,8 +35,10 @@ class OutputOnInputError(ValueError):
 
 
 def resolved(path: PathLike) -> Path:
-    """``path`` with ``~`` expanded, made absolute, symlinks resolved (missing parts kept)."""
-    return Path(os.path.expanduser(os.fspath(path))).resolve(strict=False)
+    """``path`` with ``~`` expanded, made absolute, symlinks resolved (missing parts kept;
+    ``os.path.realpath``, which leaves a symlink loop as it is where ``Path.resolve``
+    raises)."""
+    return Path(os.path.realpath(os.path.expanduser(os.fspath(path))))
 
 
 def relation(output: PathLike, source: PathLike) -> str | None:

@@ -307,7 +307,8 @@ def _add_sweep_parser(commands) -> None:
                        help="training.seed values, e.g. 0,1,2; settings are ranked by mean dev "
                             "over them (default: the recipe's seed)")
     sweep.add_argument("--output", type=Path, default=None,
-                       help="sweep folder: one run folder per trial, sweep.json, sweep.md "
+                       help="sweep folder: one run folder per trial, sweep.json, sweep.md; "
+                            "new, empty or made by a sweep, and locked while it runs "
                             "(default: the recipe's output_dir + -sweep)")
     sweep.add_argument("--test", action="store_true",
                        help="also evaluate each trial on the test split (reported, never used "
