@@ -366,14 +366,20 @@ def history_table(report: RunReport):
     return table
 
 
+def report_paths(output: str | os.PathLike) -> tuple[Path, Path, Path]:
+    """The files :func:`write_report` writes for ``output``: the Markdown, the dev-curve PNG
+    (when the run has a dev history) and the JSON data beside it."""
+    output = Path(output)
+    return output, output.with_name(output.stem + CURVE_SUFFIX), output.with_suffix(".json")
+
+
 def write_report(report: RunReport, output: Path) -> tuple[Path, Path | None, Path]:
     """Write the dev-curve PNG, the Markdown and a JSON next to it; returns the paths."""
-    output = Path(output)
+    output, curve_file, data_file = report_paths(output)
     output.parent.mkdir(parents=True, exist_ok=True)
     curve = None
     if report.history:
-        curve = plots.save(curve_figure(report), output.with_name(output.stem + CURVE_SUFFIX))
+        curve = plots.save(curve_figure(report), curve_file)
     output.write_text(render_markdown(report, output.parent, curve), encoding="utf-8")
-    data_file = output.with_suffix(".json")
     data_file.write_text(json.dumps(report.to_dict(), indent=2) + "\n", encoding="utf-8")
     return output, curve, data_file

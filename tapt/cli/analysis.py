@@ -16,7 +16,9 @@ from tapt.cli.options import (
     add_subcorpus_args,
     api_options,
     check_outputs,
+    data_inputs,
     fraction,
+    model_inputs,
     model_options,
     open_fraction,
     positive_count,
@@ -136,8 +138,19 @@ def _analysis_files(args: argparse.Namespace) -> tuple[Path | None, Path | None]
     if is_main():
         check_outputs([("--output", output), ("--plot", plot),
                        ("--markdown", getattr(args, "markdown", None))],
-                      overwrite=args.overwrite)
+                      overwrite=args.overwrite, inputs=_inputs(args))
     return output, plot
+
+
+def _inputs(args: argparse.Namespace) -> list[tuple[str, str | Path]]:
+    """What an analysis command reads: ``tapt compare``'s result files, or the data and the
+    ``--model`` folders (outputs must not land on them)."""
+    from tapt.analysis.compare import split_spec
+
+    results = [("RESULT", split_spec(spec)[1]) for spec in getattr(args, "results", [])]
+    return (results + data_inputs("--data", getattr(args, "data", None),
+                                  getattr(args, "config", None))
+            + model_inputs("--model", getattr(args, "model", None)))
 
 
 
@@ -285,16 +298,45 @@ def cmd_probe(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from tapt.analysis.report import build_report, history_table, write_report
+    from tapt.analysis.report import build_report, history_table, report_paths, write_report
 
-    output = args.output or args.run_dir / "report.md"
-    check_outputs([("--output", output)])  # replaced, as are the curve and data beside it
+    markdown, curve, data = report_paths(args.output or args.run_dir / "report.md")
+    # replaced, as are the curve and data beside it; never a file of the run or its data
+    check_outputs([("--output", markdown), ("--output's dev curve", curve),
+                   ("--output's data file", data)], inputs=_report_inputs(args))
     bm25 = None if args.no_bm25 else (args.bm25 or "compute")
     report = build_report(args.run_dir, bm25=bm25, plots=args.plot)
     terminal.console.print(history_table(report))
-    markdown, curve, data = write_report(report, output)
+    markdown, curve, data = write_report(report, markdown)
     terminal.console.print(f"report written to {markdown} (dev curve {curve}, data {data})")
     return 0
+
+
+def _report_inputs(args: argparse.Namespace) -> list[tuple[str, str | Path]]:
+    """What ``tapt report`` reads: the run's files, ``--bm25`` and ``--plot``, and the data
+    the BM25 reference is computed on (``data.path`` of the run's recipe)."""
+    from tapt.training.run_dir import RunDir
+
+    run = RunDir(args.run_dir)
+    found = [("RUN_DIR", path) for path in (run.recipe_file, run.metrics_file,
+                                            run.results_file, run.root / "test.json")]
+    found += [("--bm25", args.bm25)] + [("--plot", plot) for plot in args.plot]
+    if args.bm25 is None and not args.no_bm25:
+        found += data_inputs("run's data.path", _recorded_data(run.recipe_file))
+    return found
+
+
+def _recorded_data(recipe_file: Path) -> str | None:
+    """``data.path`` of a run's ``recipe.yaml``, or None when it cannot be read (then
+    :func:`tapt.analysis.report.load_run` names the problem)."""
+    import yaml
+
+    try:
+        recipe = yaml.safe_load(recipe_file.read_text(encoding="utf-8"))
+        path = recipe["data"]["path"]
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, TypeError, KeyError, RecursionError):
+        return None
+    return path if isinstance(path, str) else None
 
 
 COMMANDS = {"compare": cmd_compare, "ablate": cmd_ablate, "analyze": cmd_analyze,

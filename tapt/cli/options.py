@@ -106,15 +106,24 @@ NUMBER_TYPES = (positive_int, non_negative_int, seed, positive_float, non_negati
 """The only ``type=`` a numeric flag may have (a test walks the parser tree)."""
 
 
-def check_outputs(paths: Iterable[tuple[str, Path | None]], *, overwrite: bool = True) -> None:
-    """Refuse, before any work, outputs that could not be written at the end.
+def check_outputs(paths: Iterable[tuple[str, Path | None]], *, overwrite: bool = True,
+                  inputs: Iterable[tuple[str, str | os.PathLike | None]] = ()) -> None:
+    """Refuse, before any work, outputs that could not be written at the end, or that would
+    land on an input.
 
     ``paths``: (flag, path) pairs; ``None`` paths are skipped. A missing parent folder is
     fine (writers create it) when its nearest existing ancestor is a writable folder.
-    ``overwrite=False`` refuses existing files. Raises ``FileExistsError`` or
-    ``NotADirectoryError`` / ``IsADirectoryError`` / ``PermissionError`` naming the flag and
-    the path.
+    ``overwrite=False`` refuses existing files. ``inputs``: (flag, path) pairs of what the
+    command reads (:func:`data_inputs`, :func:`model_inputs`); an output that is, holds or
+    lies inside one is refused whatever ``overwrite`` says
+    (:func:`tapt.outputs.check_apart`). Raises ``FileExistsError``, ``NotADirectoryError``
+    / ``IsADirectoryError`` / ``PermissionError`` or
+    :class:`~tapt.outputs.OutputOnInputError` naming the flag and the path.
     """
+    from tapt.outputs import check_apart
+
+    paths = list(paths)
+    check_apart(paths, inputs)
     seen: dict[Path, str] = {}
     for flag, path in paths:
         if path is None:
@@ -156,6 +165,43 @@ def check_cache_folders(args: argparse.Namespace) -> None:
                                      "cache") from None
         except PermissionError:
             pass
+
+
+BEIR_FILES = ("corpus.jsonl", "queries.jsonl", "qrels")
+"""What a local BEIR folder is read from (:func:`tapt.data.beir.load_beir_folder`)."""
+
+
+def data_inputs(flag: str, data: str | os.PathLike | None, config: str | None = None
+                ) -> list[tuple[str, Path]]:
+    """The files a local BEIR folder given to ``flag`` is read from (its corpus, queries and
+    ``qrels/``, also under ``config`` when given): outputs must not land on them. A Hub id
+    gives paths that do not exist, which :func:`tapt.outputs.check_apart` skips."""
+    if not data:
+        return []
+    folders = [Path(data).expanduser()]
+    if config:
+        folders.append(folders[0] / config)
+    return [(flag, folder / name) for folder in folders for name in BEIR_FILES]
+
+
+def model_inputs(flag: str, specs: str | Iterable[str] | None) -> list[tuple[str, str]]:
+    """The local model folders of ``flag``'s values (``package:`` models resolved, a
+    ``NAME=`` label dropped as :func:`tapt.analysis.compare.split_spec` does); a Hub id, an
+    API model or ``bm25`` names no local folder and is skipped by the check."""
+    from tapt.model_paths import resolve_model_path
+
+    if specs is None:
+        return []
+    found = []
+    for spec in [specs] if isinstance(specs, str) else specs:
+        name, _, value = spec.partition("=")
+        if name and value and not Path(spec).exists():
+            spec = value
+        try:
+            found.append((flag, resolve_model_path(spec)))
+        except (FileNotFoundError, ValueError):  # a missing package: loading names it
+            continue
+    return found
 
 
 def check_folder(flag: str, folder: Path, *, shown: Path | None = None) -> None:

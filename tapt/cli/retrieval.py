@@ -29,8 +29,10 @@ from tapt.cli.options import (
     api_options,
     bm25_k1,
     check_outputs,
+    data_inputs,
     fraction,
     margin_or_none,
+    model_inputs,
     model_options,
     rrf_k,
     search_options,
@@ -103,7 +105,9 @@ def _check_outputs(args: argparse.Namespace) -> None:
     only under torchrun: it alone writes)."""
     if is_main():
         check_outputs([("--output", args.output), ("--run", args.run),
-                       ("--plot", getattr(args, "plot", None))], overwrite=args.overwrite)
+                       ("--plot", getattr(args, "plot", None))], overwrite=args.overwrite,
+                      inputs=data_inputs("--data", args.data, args.config)
+                      + model_inputs("--model", getattr(args, "model", None)))
 
 
 def _run_retrieval(args: argparse.Namespace, make_retriever) -> int:
@@ -202,7 +206,9 @@ def cmd_mine(args: argparse.Namespace) -> int:
     from tapt.retrieval.mining import MiningSettings, mine, summary_table, write_mined
 
     if is_main():
-        check_outputs([("--output", args.output)], overwrite=args.overwrite)
+        check_outputs([("--output", args.output)], overwrite=args.overwrite,
+                      inputs=data_inputs("--data", args.data, args.config)
+                      + model_inputs("--retriever", args.retriever))
     settings = MiningSettings(per_query=args.per_query, depth=args.depth,
                               skip_top=args.skip_top, margin=args.margin,
                               sampling=args.sampling, seed=args.seed)
@@ -266,7 +272,9 @@ def cmd_score(args: argparse.Namespace) -> int:
     from tapt.retrieval.teacher_scores import needed_pairs, score_pairs, write_teacher_scores
 
     if is_main():
-        check_outputs([("--output", args.output)], overwrite=args.overwrite)
+        check_outputs([("--output", args.output)], overwrite=args.overwrite,
+                      inputs=[*data_inputs("--data", args.data, args.config),
+                              *model_inputs("--teacher", args.teacher), ("--mined", args.mined)])
     lexical = is_bm25(args.teacher)
     loader = None if lexical else EncoderLoader(
         args.teacher, model_options(args, progress=progress), api_options(args, [args.teacher]))

@@ -16,6 +16,7 @@ from tapt.cli.options import (
     add_subcorpus_args,
     batch_size,
     check_folder,
+    data_inputs,
     family_help,
     fraction,
     relevant_from,
@@ -131,6 +132,9 @@ def cmd_train(args: argparse.Namespace) -> int:
     from tapt.recipe import load_recipe
 
     recipe = load_recipe(args.recipe, args.overrides)
+    from tapt.training.run_start import check_output_dir
+
+    check_output_dir(recipe, recipe_file=args.recipe)  # also: output_dir must not hold it
     # imported once the recipe is valid: training pulls in torch, transformers and peft
     # (seconds), which a missing recipe or a bad key must not wait for
     from tapt.retrieval.evaluate import metrics_table
@@ -151,6 +155,9 @@ def cmd_dapt(args: argparse.Namespace) -> int:
     from tapt.retrieval.metrics import METRIC_KEYS
 
     recipe = load_recipe(args.recipe, args.overrides, kind="dapt")
+    from tapt.training.run_start import check_output_dir
+
+    check_output_dir(recipe, recipe_file=args.recipe)  # also: output_dir must not hold it
     from tapt.training.dapt import dapt  # torch, transformers: only once the recipe is valid
 
     result = dapt(recipe, overwrite=args.overwrite)
@@ -185,7 +192,9 @@ def cmd_merge(args: argparse.Namespace) -> int:
     _check_guard_flags(args)
     grid = (args.grid or list(DEFAULT_GRID)) if args.pick_on_dev else None
     check_request(len(args.models), args.weights, grid)
-    check_merge_output(args.output, args.models, overwrite=args.overwrite)
+    check_merge_output(args.output, args.models, overwrite=args.overwrite,
+                       inputs=data_inputs("--pick-on-dev", args.pick_on_dev, args.config)
+                       + data_inputs("--guard-data", args.guard_data))
     check_folder("--output", args.output.parent, shown=args.output)
     dev = None
     run_recipe = Path(args.pick_on_dev or "") / "recipe.yaml"
@@ -311,7 +320,8 @@ def _add_sweep_parser(commands) -> None:
                        help="training.seed values, e.g. 0,1,2; settings are ranked by mean dev "
                             "over them (default: the recipe's seed)")
     sweep.add_argument("--output", type=Path, default=None,
-                       help="sweep folder: one run folder per trial, sweep.json, sweep.md "
+                       help="sweep folder: one run folder per trial, sweep.json, sweep.md; "
+                            "new, empty or made by a sweep, and locked while it runs "
                             "(default: the recipe's output_dir + -sweep)")
     sweep.add_argument("--test", action="store_true",
                        help="also evaluate each trial on the test split (reported, never used "

@@ -8,7 +8,8 @@ YAML). tapt first refuses, naming the folder or file, an export that:
 - has no model card (``README.md``), a card whose YAML front matter does not parse, or whose
   ``license`` is not the expected one (``--license``, the recipe's ``hub.license``);
 - contains a Hub token (``HF_TOKEN``, the login cache) in any file, or a commit message that
-  does;
+  does, or a secret (a token, a secret variable's value, a token shape) in any file's path,
+  which a push would publish as a repository path;
 - has no ``modules.json`` (then ``SentenceTransformer(folder)`` silently builds a default
   mean-pooling model), or lacks the tokenizer files its tokenizer is built from
   (``tokenizer.json``, or e.g. ``vocab.txt``);
@@ -37,6 +38,7 @@ from tapt.encoders.tokenizer_check import (
 from tapt.finite import all_finite
 from tapt.hub.errors import PushRefused
 from tapt.hub.secrets_scan import file_containing
+from tapt.redaction import SECRET_VARIABLES, TOKEN_SHAPES, known_secrets, redact
 
 # huggingface_hub and sentence-transformers are imported where a check needs them (the card,
 # check_loads): importing tapt.hub must import neither.
@@ -142,12 +144,32 @@ def read_card(folder: Path, license: str) -> tuple[str, dict]:
 
 def check_no_secret(folder: Path, files: list[PlannedFile], tokens: list[str],
                     commit_message: str | None) -> None:
+    """No file's path (a repository path once pushed) or bytes, and not the commit message,
+    holds a token (:func:`secret_in_path`, :func:`tapt.hub.secrets_scan.file_containing`)."""
+    for entry in files:
+        why = secret_in_path(entry.path, tokens)
+        if why is not None:
+            raise PushRefused(f"{folder / redact(entry.path, tokens)}: its path holds {why}; "
+                              "a push would publish it as a repository path: rename or "
+                              "remove it (and rotate the token) before publishing")
     leaked = file_containing((folder / entry.path for entry in files), tokens)
     if leaked is not None:
         raise PushRefused(f"{leaked}: contains a Hub token (HF_TOKEN or the login cache); "
                           "remove it and rotate the token before publishing")
     if commit_message and any(token in commit_message for token in tokens):
         raise PushRefused("the commit message contains a Hub token")
+
+
+def secret_in_path(path: str, tokens: Sequence[str]) -> str | None:
+    """What secret ``path`` holds, in words: the value of a secret variable or of one of
+    ``tokens`` (the Hub tokens), or a token-shaped string (``hf_...``, ``sk-...``,
+    ``pa-...``: someone's token); None when it holds none."""
+    for value, name in known_secrets(tokens).items():
+        if value in path:
+            return f"the value of {name}" if name in SECRET_VARIABLES else "a Hub token"
+    if TOKEN_SHAPES.search(path):
+        return "a token-shaped string (hf_..., sk-..., pa-...)"
+    return None
 
 
 def read_modules(folder: Path) -> list[dict]:

@@ -34,11 +34,27 @@ def is_tapt_export(folder: Path) -> bool:
     return (folder / RECORD_FILE).is_file() and (folder / "modules.json").is_file()
 
 
-def check_merge_output(output: Path, sources: Sequence[str], *, overwrite: bool) -> None:
-    """Refuse, before anything loads, an ``--output`` that exists (unless ``overwrite``,
-    and then only a tapt export) or that is a source or holds one. Whether it can be
-    written is the command line's check (with its other options)."""
+def check_merge_output(output: Path, sources: Sequence[str], *, overwrite: bool,
+                       inputs: Sequence[tuple[str, str | os.PathLike | None]] = ()) -> None:
+    """Refuse, before anything loads, an ``--output`` that is, holds or lies inside a source
+    model or another input (``inputs``: the dev and guard data), ``--overwrite`` or not
+    (:func:`tapt.outputs.check_apart`), or that exists (unless ``overwrite``, and then only
+    a tapt export). Whether it can be written is the command line's check (with its other
+    options)."""
+    from tapt.model_paths import resolve_model_path
+    from tapt.outputs import OutputOnInputError, check_apart
+
     output = Path(output)
+    models = []
+    for source in sources:
+        try:
+            models.append(("source model", resolve_model_path(source)))
+        except (FileNotFoundError, ValueError):  # a missing package: loading names it
+            continue
+    try:
+        check_apart([("--output", output)], [*models, *inputs])
+    except OutputOnInputError as err:
+        raise MergeError(f"{err}; write the merge to another folder") from None
     if output.exists() or output.is_symlink():
         if not output.is_dir():
             raise NotADirectoryError(f"--output {output}: exists and is not a folder")
@@ -49,15 +65,6 @@ def check_merge_output(output: Path, sources: Sequence[str], *, overwrite: bool)
             raise MergeError(f"--output {output}: not a tapt export (no {RECORD_FILE} and "
                              "modules.json), so --overwrite does not replace it; choose "
                              "another folder")
-    target = Path(os.path.abspath(output))
-    for source in sources:
-        path = Path(source)
-        if not path.exists():
-            continue
-        source_path = Path(os.path.abspath(path))
-        if target == source_path or target in source_path.parents:
-            raise MergeError(f"--output {output}: is (or holds) the source model {source}; "
-                             "write the merge to another folder")
 
 
 def source_records(specs: Sequence, weights: Sequence[float]) -> list[dict]:

@@ -1,4 +1,5 @@
-"""One training at a time in a run folder: an exclusive ``fcntl.flock`` on ``OUTPUT/tapt.lock``.
+"""One training at a time in a run folder (and one sweep in a sweep folder,
+:mod:`tapt.training.sweep`): an exclusive ``fcntl.flock`` on ``OUTPUT/tapt.lock``.
 
 The lock file holds the holder's pid, host, start time and command line (JSON); it is
 removed when the run ends. A second run on the same folder is refused at once, naming the
@@ -45,10 +46,15 @@ class RunLockedError(RecipeError):
 
 
 class RunLock:
-    """The exclusive lock on ``folder`` (created if missing); a context manager."""
+    """The exclusive lock on ``folder`` (created if missing); a context manager.
 
-    def __init__(self, folder: str | os.PathLike) -> None:
+    ``label`` and ``user`` word the refusal: the folder's option (``output_dir``, a sweep's
+    ``--output``) and what holds it (a training, a sweep)."""
+
+    def __init__(self, folder: str | os.PathLike, *, label: str = "output_dir",
+                 user: str = "training") -> None:
         self.folder = Path(folder)
+        self.label, self.user = label, user
         self.fd: int | None = None
         self.created: list[Path] = []
         """Folders the lock created (the run folder, missing parents), innermost first."""
@@ -67,7 +73,8 @@ class RunLock:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError:
                 os.close(fd)
-                raise RunLockedError(locked_message(self.folder, read_holder(self.path))) \
+                raise RunLockedError(locked_message(self.folder, read_holder(self.path),
+                                                    label=self.label, user=self.user)) \
                     from None
             try:
                 same = os.stat(self.path).st_ino == os.fstat(fd).st_ino
@@ -77,7 +84,7 @@ class RunLock:
                 break
             os.close(fd)
         else:
-            raise RunLockedError(f"output_dir {self.folder}: could not lock {self.path} (it "
+            raise RunLockedError(f"{self.label} {self.folder}: could not lock {self.path} (it "
                                  "keeps being replaced by another process)")
         self.fd = fd
         previous = holder_from(os.read(fd, 4096))
@@ -129,13 +136,34 @@ class RunLock:
 
 
 @contextlib.contextmanager
-def run_lock(folder: str | os.PathLike) -> Iterator[RunLock | None]:
-    """:class:`RunLock` on the main process (rank 0); nothing on the other ranks."""
+def run_lock(folder: str | os.PathLike, **wording: str) -> Iterator[RunLock | None]:
+    """:class:`RunLock` on the main process (rank 0); nothing on the other ranks.
+    ``wording``: :class:`RunLock`'s ``label`` and ``user``."""
     if not is_main_process():
         yield None
         return
-    with RunLock(folder) as lock:
+    with RunLock(folder, **wording) as lock:
         yield lock
+
+
+def live_holder(folder: str | os.PathLike) -> dict | None:
+    """The record of the process that holds ``folder``'s lock now (``{}`` when it wrote
+    none), or None when no process holds it (no lock file, or one a dead run left). Creates
+    nothing: a check before a command starts (:class:`RunLock` still decides at the start)."""
+    path = Path(folder) / LOCK_NAME
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)  # fails while a holder has LOCK_EX
+    except OSError:
+        return read_holder(path)
+    else:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
 
 
 def holder_from(raw: bytes) -> dict:
@@ -163,10 +191,11 @@ def pid_alive(pid) -> bool:
     return True
 
 
-def locked_message(folder: Path, holder: dict) -> str:
+def locked_message(folder: Path, holder: dict, *, label: str = "output_dir",
+                   user: str = "training") -> str:
     who = (f"pid {holder.get('pid')} on {holder.get('host')}, started {holder.get('started')}"
            if holder else "another process")
-    message = f"output_dir {folder} is in use by another training ({who}"
+    message = f"{label} {folder} is in use by another {user} ({who}"
     if holder.get("command"):
         message += f": {holder['command']}"
     message += ")"
@@ -174,4 +203,4 @@ def locked_message(folder: Path, holder: dict) -> str:
             not pid_alive(holder.get("pid")):
         message += (f"; pid {holder.get('pid')} is gone, but a process it started still "
                     "holds the lock (a data-loader worker?): end it")
-    return message + "; wait for it to end, or choose another output_dir"
+    return message + f"; wait for it to end, or choose another {label}"

@@ -117,36 +117,54 @@ def input_paths(recipe: Recipe | DaptRecipe) -> list[tuple[str, Path]]:
     from tapt.encoders.loading import resolve_model_path
 
     data = recipe.data
-    found = [("model.name", resolve_model_path(recipe.model.name) if recipe.model.name else "")]
+    found = [("model.name", resolve_model_path(recipe.model.name) if recipe.model.name else ""),
+             ("model.family_module", recipe.model.family_module)]
     if isinstance(recipe, DaptRecipe):
         found += [("data.path", data.path), ("data.dev_data", data.dev_data)]
         found += [("data.files", name) for name in data.files]
     else:
         found += [("data.path", data.path), ("data.mined_negatives", data.mined_negatives),
+                  ("loss.teacher_scores", recipe.loss.teacher_scores),
                   ("eval.guard_data", recipe.eval.guard_data)]
     return [(key, Path(name).resolve()) for key, name in found
             if name and Path(name).exists()]  # "" would be the current directory
 
 
-def check_output_dir(recipe: Recipe | DaptRecipe) -> None:
-    """Refuse an ``output_dir`` that is a file, or that is, holds or lies inside an input
-    (a run writes checkpoints, metrics and an export there)."""
+def check_output_dir(recipe: Recipe | DaptRecipe,
+                     recipe_file: str | os.PathLike | None = None) -> None:
+    """Refuse an ``output_dir`` that is a file, that is, holds or lies inside an input (a
+    run writes checkpoints, metrics and an export there), whose path holds a secret, or
+    that holds ``recipe_file`` (the recipe given), unless that is the run's own record
+    ``OUTPUT/recipe.yaml`` (which a resumed run rewrites) (:func:`tapt.outputs.check_apart`).
+    """
+    from tapt.outputs import OutputOnInputError, check_apart
+
     given = Path(recipe.output_dir)
     if given.exists() and not given.is_dir():
         raise RecipeError(f"output_dir {given} is a file, not a folder; choose a new folder")
-    output = given.resolve()
-    for key, path in input_paths(recipe):
-        if output == path:
-            relation = "is"
-        elif output in path.parents:
-            relation = "holds"
-        elif path.is_dir() and path in output.parents:
-            relation = "is inside"
-        else:
-            continue
-        raise RecipeError(f"output_dir {given} {relation} the {key} input ({path}): a run "
-                          "writes checkpoints, metrics and an export into its output_dir; "
-                          "choose a folder outside the data and the model")
+    inputs: list[tuple[str, str | os.PathLike]] = list(input_paths(recipe))
+    if recipe_file is not None and not is_run_record(Path(recipe_file), given):
+        inputs.append(("recipe", recipe_file))
+    try:
+        check_apart([("output_dir", given)], inputs)
+    except OutputOnInputError as err:
+        raise RecipeError(f"{err} (a run writes checkpoints, metrics and an export into its "
+                          "output_dir; choose a folder outside the data and the model)") \
+            from None
+
+
+def is_run_record(recipe_file: Path, output_dir: Path) -> bool:
+    """``recipe_file`` is ``output_dir``'s own ``recipe.yaml`` as tapt wrote it (it records
+    the inputs' fingerprint): resuming from it rewrites tapt's record, not a user's file."""
+    from tapt.outputs import resolved
+
+    if resolved(recipe_file) != resolved(RunDir(output_dir).recipe_file):
+        return False
+    try:
+        saved = yaml.safe_load(recipe_file.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, RecursionError):
+        return False
+    return isinstance(saved, dict) and isinstance(saved.get(FINGERPRINT_KEY), dict)
 
 
 def run_entries(run: RunDir) -> list[str]:

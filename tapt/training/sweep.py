@@ -10,9 +10,17 @@ Rules:
 
 - Every trial's full recipe is validated, and every existing trial folder checked, before any
   trial runs; all problems are reported at once, each naming the trial and the key.
-- Each trial is a normal run folder under the sweep folder (``--output``, default
-  ``<output_dir>-sweep``), named by its varying overrides plus a short hash of all of them
-  (``learning_rate=2e-05_seed=0-1a2b3c4d``). A finished trial (``final/`` and a finished
+- The sweep folder (``--output``, default ``<output_dir>-sweep``) is new, empty, or one a
+  sweep created (it holds :data:`MARKER_FILE`): a folder of the user's (their own
+  ``sweep.json``, say) is refused. It must not be, hold or lie inside an input (the recipe,
+  the data, a model: :func:`tapt.outputs.check_apart`), and it is locked while the sweep
+  runs (:mod:`tapt.training.run_lock`): a second sweep on it is refused naming the holder's
+  pid; a lock a killed sweep left is taken over.
+- Each trial is a normal run folder under the sweep folder, named by its varying overrides
+  plus a short hash of all of them (``learning_rate=2e-05_seed=0-1a2b3c4d``); a value that
+  holds a secret (:func:`tapt.redaction.redact` changes it) is named by a digest
+  (``run_name=redacted-5e6f7a8b``), so no folder, checkpoint path or trainer file holds it.
+  A finished trial (``final/`` and a finished
   ``results.json`` of the same recipe and inputs) is not rerun: its results are read. A
   crashed trial resumes from its last checkpoint, and a folder holding a different unfinished
   run is refused (both by :mod:`tapt.training.run_start`).
@@ -29,7 +37,7 @@ Rules:
   over its finished seeds; test metrics (``--test``) are reported, never used to pick.
 
 Limits: a sweep does not push (``hub.repo_id`` is refused: push the winner with ``tapt
-push``); every trial must use one ``eval.metric``; two sweeps must not share a folder at once.
+push``); every trial must use one ``eval.metric``.
 
 Example::
 
@@ -53,8 +61,10 @@ from pathlib import Path
 
 from tapt.data.beir import DataError
 from tapt.recipe import Recipe, RecipeError, load_recipe
+from tapt.redaction import redact
 from tapt.training.distributed import is_main_process
 from tapt.training.run_dir import RunDir
+from tapt.training.run_lock import LOCK_NAME, RunLockedError, live_holder, locked_message, run_lock
 from tapt.training.sweep_report import report_markdown, setting_rows  # noqa: F401
 
 logger = logging.getLogger(__name__)
@@ -62,6 +72,9 @@ logger = logging.getLogger(__name__)
 SEED_KEY = "training.seed"
 SWEEP_FILE = "sweep.json"
 REPORT_FILE = "sweep.md"
+MARKER_FILE = "tapt-sweep.json"
+"""Written into a sweep folder when a sweep first takes it: the folder is a sweep's."""
+LOCK_WORDING = {"label": "--output", "user": "tapt sweep or training"}
 MAX_SLUG = 80
 """Characters of a trial folder's readable part (the hash follows)."""
 _OPENERS = {"[": "]", "{": "}", "(": ")"}
@@ -227,9 +240,18 @@ def trial_name(overrides: list[str], varying: set[str]) -> str:
         key, _, value = override.partition("=")
         if key in varying:
             short = "seed" if key == SEED_KEY else key.rsplit(".", 1)[-1]
-            parts.append(f"{_UNSAFE.sub('-', short)}={_UNSAFE.sub('-', value).strip('-.')}")
+            parts.append(f"{_UNSAFE.sub('-', short)}={name_part(value)}")
     slug = "_".join(parts)[:MAX_SLUG].strip("-._") or "trial"
     return f"{slug}-{digest}"
+
+
+def name_part(value: str) -> str:
+    """``value`` as it may appear in a folder name: unsafe characters replaced, and a value
+    that holds a secret (a known secret's value or a token shape, which
+    :func:`tapt.redaction.redact` would replace) named by a digest instead."""
+    if redact(value) != value:
+        return "redacted-" + hashlib.sha256(value.encode()).hexdigest()[:8]
+    return _UNSAFE.sub("-", value).strip("-.")
 
 
 def sweep_folder(recipe: Recipe) -> Path:
@@ -267,8 +289,8 @@ def plan_sweep(recipe_path: str | Path, axis_texts: list[str], *, seeds: list[in
     valid = [trial.recipe for trial in trials if trial.recipe is not None]
     folder = Path(output).expanduser() if output is not None else \
         sweep_folder(valid[0]) if valid else None
-    if folder is not None and folder.exists() and not folder.is_dir():
-        raise RecipeError(f"--output {folder} is a file, not a sweep folder")
+    if folder is not None:
+        check_sweep_folder(folder, recipe_path, valid)
     metrics = sorted({recipe.eval.metric for recipe in valid})
     if len(metrics) > 1:
         problems[f"eval.metric differs between trials ({', '.join(metrics)}): the winner "
@@ -287,6 +309,102 @@ def plan_sweep(recipe_path: str | Path, axis_texts: list[str], *, seeds: list[in
         raise RecipeError(f"{recipe_path}: {len(lines)} problem(s) in the sweep; no trial was "
                           "run:\n  " + "\n  ".join(lines))
     return Sweep(recipe_path, axes, folder, metrics[0], trials, run_test=run_test)
+
+
+def check_sweep_folder(folder: Path, recipe_path: Path, recipes: list[Recipe]) -> None:
+    """The sweep folder is not in use by another sweep, lies apart from every input (the
+    recipe file, the trials' data and models), and is new, empty or a sweep's (see the
+    module docstring); else a :class:`RecipeError` naming ``--output``."""
+    from tapt.outputs import OutputOnInputError, check_apart
+    from tapt.training.run_start import input_paths
+
+    if folder.exists() and not folder.is_dir():
+        raise RecipeError(f"--output {folder} is a file, not a sweep folder")
+    holder = live_holder(folder)
+    if holder is not None:
+        raise RunLockedError(locked_message(folder, holder, **LOCK_WORDING))
+    inputs = [("recipe", recipe_path)]
+    for recipe in recipes:
+        inputs += [item for item in input_paths(recipe) if item not in inputs]
+    try:
+        check_apart([("--output", folder)], inputs)
+    except OutputOnInputError as err:
+        raise RecipeError(str(err)) from None
+    foreign = foreign_entries(folder)
+    if foreign:
+        shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more"
+                                          if len(foreign) > 5 else "")
+        raise RecipeError(f"--output {folder} holds files that are no tapt sweep's ({shown}): "
+                          "a sweep writes only into a new or empty folder, or one a sweep "
+                          f"created (it holds {MARKER_FILE}); choose another --output")
+
+
+def foreign_entries(folder: Path) -> list[str]:
+    """What keeps a sweep out of ``folder``: everything but the lock file, unless the folder
+    is a sweep's (:data:`MARKER_FILE`, or a sweep folder from before the marker: a tapt
+    ``sweep.json`` beside only its report and its trials' folders)."""
+    if not folder.is_dir():
+        return []
+    entries = sorted(path.name for path in folder.iterdir() if path.name != LOCK_NAME)
+    if not entries:
+        return []
+    marker = folder / MARKER_FILE
+    if marker.exists() or marker.is_symlink():
+        if read_marker(marker):
+            return []
+        raise RecipeError(f"--output {folder}: {marker} is not a tapt sweep marker (tapt "
+                          "writes it as a JSON object with \"tapt\": \"sweep\"); choose "
+                          "another --output")
+    trials = recorded_trials(folder / SWEEP_FILE)
+    if trials is None:
+        return entries
+    own = {SWEEP_FILE, REPORT_FILE, *trials}
+    return [name for name in entries if name not in own and not _is_partial(name)]
+
+
+def _is_partial(name: str) -> bool:
+    """A file :func:`tapt.files.atomic_write_text` left when a crash came (``.NAME.PID.partial``)."""
+    return bool(re.fullmatch(rf"\.(?:{re.escape(SWEEP_FILE)}|{re.escape(REPORT_FILE)})"
+                             r"\.\d+\.partial", name))
+
+
+def read_marker(path: Path) -> bool:
+    """Whether ``path`` is a sweep marker tapt wrote (a JSON object, ``"tapt": "sweep"``)."""
+    try:
+        if not path.is_file() or path.is_symlink() or path.stat().st_size > 4096:
+            return False
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return False
+    return isinstance(record, dict) and record.get("tapt") == "sweep"
+
+
+def recorded_trials(path: Path) -> set[str] | None:
+    """The trial names a tapt ``sweep.json`` records, or None when ``path`` is no tapt sweep
+    state (missing, unreadable, or not its shape: recipe, metric, grid, trials by name)."""
+    try:
+        if not path.is_file() or path.stat().st_size > 64 << 20:
+            return None
+        state = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError):
+        return None
+    if not isinstance(state, dict) or not {"recipe", "metric", "grid", "trials"} <= set(state):
+        return None
+    trials = state["trials"]
+    if not isinstance(trials, list) or not all(
+            isinstance(t, dict) and isinstance(t.get("name"), str) for t in trials):
+        return None
+    return {trial["name"] for trial in trials}
+
+
+def write_marker(folder: Path, recipe_path: Path) -> None:
+    """Mark ``folder`` as a sweep's (once; main process)."""
+    from tapt.files import atomic_write_json
+
+    if not (folder / MARKER_FILE).exists():
+        atomic_write_json(folder / MARKER_FILE, {
+            "tapt": "sweep", "recipe": str(recipe_path),
+            "note": "this folder was created by tapt sweep; a sweep reuses only such a folder"})
 
 
 def which(trials: list[Trial]) -> str:
@@ -366,8 +484,20 @@ def read_trial_results(trial: Trial, run: RunDir) -> None:
 def run_sweep(sweep: Sweep) -> SweepResult:
     """Run the pending trials of a checked plan, one after another; ``sweep.json`` is
     rewritten after each. Returns the ranking (see the module docstring)."""
+    with run_lock(sweep.folder, **LOCK_WORDING):  # a second sweep here is refused
+        if is_main_process():
+            write_marker(sweep.folder, sweep.recipe_path)
+        return _run_trials(sweep)
+
+
+def _run_trials(sweep: Sweep) -> SweepResult:
+    """:func:`run_sweep` once the sweep folder is locked."""
     from tapt.training import contrastive
 
+    for trial in sweep.trials:  # finished by another sweep between the plan and the lock
+        run = RunDir(trial.folder)
+        if trial.status != "finished" and run.final.is_dir():
+            check_finished(trial, run)
     write_state(sweep)
     for trial in sweep.trials:
         if trial.status == "finished":

@@ -204,7 +204,7 @@ def test_output_is_refused_unless_overwrite_of_a_tapt_export(tmp_path, tiny_bert
     shutil.copytree(out, copy)
     assert main(["merge", str(copy), str(tiny_bert_path), "--output", str(copy),
                  "--overwrite"]) == 2
-    assert "is (or holds) the source model" in capsys.readouterr().out
+    assert f"is the source model input ({copy.resolve()})" in capsys.readouterr().out
 
 
 def test_best_weight_prefers_the_larger_first_weight_on_ties():
