@@ -123,7 +123,8 @@ def score_retrieval(retrieval: Retrieval, retriever: Retriever, dataset: BeirDat
                  "dtype": getattr(encoder, "compute_dtype", None),
                  "relevance": dataset.rule.to_dict(),
                  **({"search": {"backend": retrieval.search_backend, "passages_from_cache":
-                                int(retrieval.timings.get("corpus_from_cache", 0))}}
+                                int(retrieval.timings.get("corpus_from_cache", 0)),
+                                **retrieval.index}}
                     if encoder is not None else {}),
                  **(info or {})}
     return EvalReport(metrics=scored.mean, per_query=scored.per_query, run=retrieval.run,
