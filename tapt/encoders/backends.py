@@ -26,6 +26,12 @@ REQUIRED_MODULES = {"onnx": ("onnxruntime", "optimum.onnxruntime"),
                     "openvino": ("openvino", "optimum.intel.openvino")}
 """What each backend imports (sentence-transformers' ``load_onnx_model`` /
 ``load_openvino_model`` import the same)."""
+REQUIRED_NAMES = {"optimum.onnxruntime": ("ORTModelForFeatureExtraction", "ORTQuantizer",
+                                          "ORTOptimizer"),
+                  "optimum.intel.openvino": ("OVModelForFeatureExtraction", "OVQuantizer")}
+"""The classes sentence-transformers' loaders and export functions take from them; Optimum's
+packages import these lazily, so a version that cannot import with this transformers
+fails only when one is read."""
 PACKAGES = {"onnx": "optimum-onnx and onnxruntime", "openvino": "optimum-intel and openvino"}
 
 
@@ -50,9 +56,12 @@ def require_backend(backend: str) -> None:
     an import fails."""
     for module in REQUIRED_MODULES.get(check_backend_name(backend), ()):
         try:
-            importlib.import_module(module)
-        except ImportError as err:  # missing, or installed at a version that cannot import
-            first_line = str(err).strip().splitlines()[0] if str(err).strip() else ""
+            imported = importlib.import_module(module)
+            for name in REQUIRED_NAMES.get(module, ()):
+                getattr(imported, name)  # a lazy import: the real one happens here
+        except (ImportError, AttributeError, RuntimeError) as err:  # missing, or a version
+            text = str(err).strip()  # that does not import with this transformers
+            first_line = text.splitlines()[0] if text else type(err).__name__
             raise BackendMissingError(backend, f"import {module} failed: {first_line}") from None
 
 

@@ -158,6 +158,17 @@ def check_export_output(output: Path, source: str, *, overwrite: bool) -> None:
     """Refuse, before anything loads, an ``--output`` that exists (unless ``overwrite``,
     and then only a tapt export), that is the source, lies inside it or holds it."""
     output = Path(output)
+    source_path = Path(source)
+    if source_path.exists():
+        target = Path(os.path.realpath(output))
+        source_real = Path(os.path.realpath(source_path))
+        if target == source_real or source_real in target.parents:
+            raise ExportError(f"--output {output}: is (or lies inside) the source model "
+                              f"{source}; the source is never written to: choose another "
+                              "folder")
+        if target in source_real.parents:
+            raise ExportError(f"--output {output}: holds the source model {source}; choose "
+                              "another folder")
     if output.exists() or output.is_symlink():
         if not output.is_dir():
             raise NotADirectoryError(f"--output {output}: exists and is not a folder")
@@ -168,17 +179,6 @@ def check_export_output(output: Path, source: str, *, overwrite: bool) -> None:
             raise ExportError(f"--output {output}: not a tapt export (no {RECORD_FILE} and "
                               "modules.json), so --overwrite does not replace it; choose "
                               "another folder")
-    source_path = Path(source)
-    if not source_path.exists():
-        return
-    target = Path(os.path.realpath(output))
-    source_real = Path(os.path.realpath(source_path))
-    if target == source_real or source_real in target.parents:
-        raise ExportError(f"--output {output}: is (or lies inside) the source model {source}; "
-                          "the source is never written to: choose another folder")
-    if target in source_real.parents:
-        raise ExportError(f"--output {output}: holds the source model {source}; choose "
-                          "another folder")
 
 
 def calibration_sample(texts: Sequence[str], size: int, seed: int) -> tuple[str, ...]:
