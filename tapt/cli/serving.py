@@ -136,7 +136,8 @@ def cmd_export(args: argparse.Namespace) -> int:
                      revision=args.revision, device="cpu", backend=args.backend)
     output = export_for_serving(spec, args.output, settings, overwrite=args.overwrite)
     terminal.console.print(f"{settings.label()} export of {args.model} written to {output} "
-                           f"({settings.conversion()})", highlight=False, soft_wrap=True)
+                           f"({settings.conversion()})", highlight=False, soft_wrap=True,
+                           markup=False)
     return 0
 
 
