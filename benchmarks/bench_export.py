@@ -45,7 +45,6 @@ def arms(model: str, folder: Path, calibration: list[str]) -> dict[str, tuple[st
     """``name -> (model path, backend)`` for every arm that can be built here; the exports
     are written under ``folder``. An arm whose extra is missing is reported and left out."""
     from tapt.encoders.backends import BackendMissingError, require_backend
-    from tapt.encoders.loading import ModelSpec
     from tapt.training.backend_export import ExportSettings, export_for_serving
 
     built = {"torch-fp32": (model, "torch"), "torch-fp32-st": (model, "torch")}
@@ -61,7 +60,7 @@ def arms(model: str, folder: Path, calibration: list[str]) -> dict[str, tuple[st
             console.print(f"{name}: skipped ({err})", highlight=False, soft_wrap=True,
                           markup=False)
             continue
-        output = export_for_serving(ModelSpec(model, device="cpu"), folder / name, settings)
+        output = export_for_serving(model, folder / name, settings)
         built[name] = (str(output), settings.backend)
     return built
 

@@ -92,7 +92,6 @@ def add_parsers(commands) -> None:
     export.add_argument("--family", default="auto", help=family_help())
     export.add_argument("--trust-remote-code", action="store_true",
                         help="allow the model's own code from the Hub (off by default)")
-    export.add_argument("--revision", default=None, help="Hub revision of the model")
     export.add_argument("--quiet", action="store_true",
                         help="no progress bars and no info lines, only results and warnings")
 
@@ -113,7 +112,8 @@ def cmd_export(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
     from tapt.encoders.backends import require_backend
-    from tapt.encoders.loading import ModelSpec, check_model_source, resolve_model_path
+    from tapt.encoders.factory import ModelOptions
+    from tapt.encoders.loading import check_model_source, resolve_model_path
     from tapt.training.backend_export import (
         ExportSettings,
         check_export_output,
@@ -129,12 +129,13 @@ def cmd_export(args: argparse.Namespace) -> int:
     check_export_output(args.output, source, overwrite=args.overwrite)
     check_folder("--output", args.output.parent, shown=args.output)
     require_backend(args.backend)  # one line naming tapt[onnx] / tapt[openvino]
-    check_model_source(source, args.revision)
+    check_model_source(source)
     settings = replace(settings, calibration_texts=calibration_texts(args))
     settings.check()  # an empty calibration corpus
-    spec = ModelSpec(args.model, family=args.family, trust_remote_code=args.trust_remote_code,
-                     revision=args.revision, device="cpu", backend=args.backend)
-    output = export_for_serving(spec, args.output, settings, overwrite=args.overwrite)
+    options = ModelOptions(family=args.family, trust_remote_code=args.trust_remote_code,
+                           device="cpu", dtype="float32", backend=args.backend)
+    output = export_for_serving(args.model, args.output, settings, options=options,
+                                overwrite=args.overwrite)
     terminal.console.print(f"{settings.label()} export of {args.model} written to {output} "
                            f"({settings.conversion()})", highlight=False, soft_wrap=True,
                            markup=False)

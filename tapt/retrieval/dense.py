@@ -247,7 +247,7 @@ class DenseRetriever:
     def name(self) -> str:
         return self.encoder.name
 
-    def make_index(self, dim: int):
+    def new_index(self, dim: int):
         """The corpus index: exact float (:func:`make_index`) or quantised."""
         if self.embedding_precision == "float32":
             return make_index(dim, normalize=self.encoder.normalize,
@@ -271,7 +271,7 @@ class DenseRetriever:
         query_seconds = time.perf_counter() - start
         check_finite(queries, encoder.name, "queries", query_ids)
 
-        index = self.make_index(encoder.embedding_dim)
+        index = self.new_index(encoder.embedding_dim)
         main = world()[0] == 0
         order: list[np.ndarray] = []
         passages = EncodingTally()

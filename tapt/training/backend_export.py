@@ -191,24 +191,26 @@ def calibration_sample(texts: Sequence[str], size: int, seed: int) -> tuple[str,
     return tuple(random.Random(seed).sample(texts, size))
 
 
-def export_for_serving(spec, output: Path, settings: ExportSettings, *,
-                       overwrite: bool = False) -> Path:
-    """Load ``spec`` (a :class:`~tapt.encoders.loading.ModelSpec`; its backend is set to
+def export_for_serving(name: str, output: Path, settings: ExportSettings, *,
+                       options=None, overwrite: bool = False) -> Path:
+    """Load the model ``name`` (with ``options``, a
+    :class:`~tapt.encoders.factory.ModelOptions`; its backend is set to
     ``settings.backend``) and write the serving folder ``output``; returns ``output``."""
     from dataclasses import replace
 
-    from tapt.encoders.loading import load_sentence_transformer, resolve_model_path
+    from tapt.encoders.factory import ModelOptions, load_model
+    from tapt.encoders.loading import resolve_model_path
     from tapt.encoders.preset_record import write_preset_record
     from tapt.files import atomic_write_text, staging_folder
 
     settings.check()
     if settings.backend == "openvino" and settings.quantize and not settings.calibration_texts:
         raise ExportError("an OpenVINO int8 export needs calibration passages")
-    source = resolve_model_path(spec.name_or_path)
+    source = resolve_model_path(name)
     check_export_output(output, source, overwrite=overwrite)
     require_backend(settings.backend)
-    spec = replace(spec, backend=settings.backend)
-    model = load_sentence_transformer(spec)  # Optimum converts a torch model on the fly
+    options = replace(options or ModelOptions(device="cpu"), backend=settings.backend)
+    model, spec = load_model(name, options)  # Optimum converts a torch model on the fly
     output = Path(output)
     staging = staging_folder(output)
     staging.mkdir(parents=True)

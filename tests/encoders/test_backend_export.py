@@ -14,6 +14,7 @@ import json
 import shutil
 import sys
 import types
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -127,6 +128,68 @@ def test_a_tapt_export_for_onnx_is_not_loaded_with_torch(tiny_bert_path, tmp_pat
                                                          "backend": "onnx"}), encoding="utf-8")
     with pytest.raises(ValueError, match="pass --backend onnx"):
         load_sentence_transformer(ModelSpec(str(folder)))
+
+
+class FakeOnnxModel:
+    """A torch SentenceTransformer standing in for one loaded with backend="onnx": its save
+    also writes the float32 graph, as sentence-transformers' ONNX save does."""
+
+    def __init__(self, model) -> None:
+        self.model = model
+
+    def __getattr__(self, name: str):
+        return getattr(self.model, name)
+
+    def __iter__(self):
+        return iter(self.model)
+
+    def save(self, path: str, **kwargs) -> None:
+        self.model.save(path, **kwargs)
+        (Path(path) / "onnx").mkdir()
+        (Path(path) / "onnx" / "model.onnx").write_bytes(b"float32 graph")
+
+
+def test_the_export_puts_the_converted_file_in_place_and_describes_it(
+        tiny_bert_path, tmp_path, monkeypatch):
+    """tapt's part of an export, with sentence-transformers' conversion faked: the
+    quantised file replaces the float32 one, the card and the record say what was done,
+    an earlier export is replaced with overwrite, the source is untouched."""
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers import backend as st_backend
+
+    import tapt.encoders.factory as factory
+    import tapt.training.backend_export as backend_export
+    from tapt.encoders.loading import ModelSpec
+
+    calls = []
+
+    def fake_quantize(model, config, path, file_suffix=None):
+        calls.append((config, file_suffix))
+        (Path(path) / "onnx" / f"model_{file_suffix}.onnx").write_bytes(b"int8 graph")
+
+    torch_model = SentenceTransformer(str(tiny_bert_path), device="cpu")
+    monkeypatch.setattr(backend_export, "require_backend", lambda backend: None)
+    monkeypatch.setattr(factory, "load_model", lambda name, options: (
+        FakeOnnxModel(torch_model), ModelSpec(name, backend=options.backend)))
+    monkeypatch.setattr(st_backend, "export_dynamic_quantized_onnx_model", fake_quantize)
+    before = folder_digest(tiny_bert_path)
+    output = tmp_path / "exports" / "int8"
+    settings = ExportSettings("onnx", quantize="int8", onnx_target="avx2")
+    for overwrite in (False, True):  # the second replaces the first (a tapt export)
+        backend_export.export_for_serving(str(tiny_bert_path), output, settings,
+                                          overwrite=overwrite)
+    assert calls == [("avx2", "qint8_avx2")] * 2
+    assert sorted(p.name for p in (output / "onnx").iterdir()) == ["model.onnx"]
+    assert (output / "onnx" / "model.onnx").read_bytes() == b"int8 graph"
+    card = (output / "README.md").read_text(encoding="utf-8")
+    assert "| quantisation | int8 |" in card and "configuration avx2" in card
+    assert f"`{tiny_bert_path.name}`" in card and str(tmp_path) not in card  # no local path
+    record = json.loads((output / "tapt_preset.json").read_text(encoding="utf-8"))
+    assert record["stage"] == "export" and record["backend"] == "onnx"
+    assert record["export"]["quantize"] == "int8"
+    assert record["export"]["weights_files"] == ["onnx/model.onnx"]
+    assert [p.name for p in output.parent.iterdir()] == ["int8"]  # no staging folder left
+    assert folder_digest(tiny_bert_path) == before
 
 
 # ---------------------------------------------------------------- with tapt[onnx] installed
