@@ -37,7 +37,12 @@ from tapt.cli.options import (
     search_options,
     seed,
 )
-from tapt.cli.serving import add_backend_args, add_precision_args, check_serving_args
+from tapt.cli.serving import (
+    add_backend_args,
+    add_precision_args,
+    check_serving_args,
+    show_index,
+)
 
 logger = logging.getLogger("tapt")
 
@@ -140,6 +145,7 @@ def _run_retrieval(args: argparse.Namespace, make_retriever) -> int:
              f"{report.info['num_queries']:,} queries)")
     terminal.console.print(metrics_table({retriever.name: report.metrics}, title=title))
     terminal.console.print(terminal.figures_table(report.timings))
+    show_index(report.info)  # --embedding-precision: the quantised index's bytes
     show_views(args, report, widths, labels)  # --dims, --by, --tune-on
     if "api" in report.info:
         api = report.info["api"]

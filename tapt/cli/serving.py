@@ -60,6 +60,23 @@ def check_serving_args(args: argparse.Namespace) -> None:
                          "model runs in the precision it was exported in")
 
 
+def show_index(info: dict) -> None:
+    """One line on a quantised corpus index (``evaluated.search``): precision, rescoring,
+    bytes; nothing for float32."""
+    search = info.get("search") or {}
+    precision = search.get("embedding_precision", "float32")
+    if precision == "float32":
+        return
+    from tapt.files import human
+
+    rescore = search.get("rescore_multiplier")
+    terminal.console.print(
+        f"index: {search.get('index_rows', 0):,} {precision} rows of {search.get('dim')} "
+        f"dimensions, {human(search.get('index_bytes', 0))}; "
+        + (f"top {info.get('top_k')} x {rescore} rescored with the float32 query"
+           if rescore else "ranked by the quantised scores"), highlight=False)
+
+
 def add_parsers(commands) -> None:
     """``tapt export``."""
     export = commands.add_parser(
