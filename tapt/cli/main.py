@@ -9,12 +9,22 @@ import sys
 
 from rich.markup import escape
 
-from tapt.cli import analysis, cache, data, hub, retrieval, selection, terminal, training
+from tapt.cli import (
+    analysis,
+    cache,
+    data,
+    hub,
+    retrieval,
+    selection,
+    serving,
+    terminal,
+    training,
+)
 from tapt.cli.options import CommandParser, check_cache_folders
 from tapt.data.beir import DataError
 
 logger = logging.getLogger("tapt")
-GROUPS = (data, retrieval, training, selection, hub, analysis, cache)
+GROUPS = (data, retrieval, serving, training, selection, hub, analysis, cache)
 """The command modules, in the order their commands are listed in ``tapt --help``."""
 
 COMMANDS = {name: handler for group in GROUPS for name, handler in group.COMMANDS.items()}

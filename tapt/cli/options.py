@@ -387,7 +387,8 @@ def model_options(args: argparse.Namespace, *, progress: bool = False):
                         trust_remote_code=args.trust_remote_code, device=args.device,
                         dtype=args.dtype, max_tokens_per_batch=args.max_tokens_per_batch,
                         batch_size=args.batch_size, progress=progress,
-                        truncate_dim=args.truncate_dim, long_passages=long_passages)
+                        truncate_dim=args.truncate_dim, long_passages=long_passages,
+                        backend=getattr(args, "backend", "torch"))
 
 
 def api_options(args: argparse.Namespace, names: Iterable[str] = ()):
@@ -420,7 +421,9 @@ def search_options(args: argparse.Namespace):
         check_folder("--cache-dir", cache_dir)
     return SearchOptions(backend=getattr(args, "search_backend", "auto"),
                          storage=getattr(args, "search_storage", "float32"),
-                         cache_dir=None if cache_dir is None else str(cache_dir))
+                         cache_dir=None if cache_dir is None else str(cache_dir),
+                         precision=getattr(args, "embedding_precision", "float32"),
+                         rescore=getattr(args, "rescore", None))
 
 
 def add_subcorpus_args(parser, what: str = "sub-corpus", *, seed_flag: bool = True,

@@ -40,6 +40,12 @@ from tapt.cli.options import (
     skip_top,
     top_k,
 )
+from tapt.cli.serving import (
+    add_backend_args,
+    add_precision_args,
+    check_serving_args,
+    show_index,
+)
 
 logger = logging.getLogger("tapt")
 
@@ -65,6 +71,8 @@ def add_parsers(commands) -> None:
                         help="passages each system contributes per query (default: --top-k); "
                              "a passage missing from one list gets no score from it")
     add_view_args(evaluate)
+    add_backend_args(evaluate)  # --backend torch|onnx|openvino
+    add_precision_args(evaluate)  # --embedding-precision, --rescore
     add_data_args(evaluate)
 
     bm25 = commands.add_parser("bm25", help="BM25 baseline (bm25s) with the same metrics")
@@ -144,6 +152,7 @@ def _run_retrieval(args: argparse.Namespace, make_retriever) -> int:
              f"{report.info['num_queries']:,} queries)")
     terminal.console.print(metrics_table({retriever.name: report.metrics}, title=title))
     terminal.console.print(terminal.figures_table(report.timings))
+    show_index(report.info)  # --embedding-precision: the quantised index's bytes
     show_views(args, report, widths, labels)  # --dims, --by, --tune-on
     if "api" in report.info:
         api = report.info["api"]
@@ -171,6 +180,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
     _check_outputs(args)
     check_view_args(args)  # --dims / --by / --tune-on combinations, before the model loads
+    check_serving_args(args)  # --backend / --embedding-precision / --rescore combinations
     hybrid = HybridOptions(fusion=args.fusion, rrf_k=args.rrf_k, alpha=args.alpha,
                            depth=args.fusion_depth) if args.hybrid else None
     # checked now (an API model is built: a missing key fails before the data loads)

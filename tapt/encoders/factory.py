@@ -25,6 +25,7 @@ from tapt.bounds import (
     check_optional,
 )
 from tapt.encoders.api import is_api_model, load_api_encoder
+from tapt.encoders.backends import check_backend_name, require_backend
 from tapt.encoders.base import Encoder, TruncatedEncoder
 from tapt.encoders.loading import ModelSpec, load_sentence_transformer
 from tapt.encoders.long_passages import LongPassageError, LongPassages
@@ -43,7 +44,8 @@ class ModelOptions:
     dimensions (Matryoshka; an API model is asked for N dimensions); ``batch_size`` is
     the texts per encoding batch of the retriever or analysis that uses the encoder;
     ``long_passages`` how passages longer than the maximum length are encoded (local
-    models only: :mod:`tapt.encoders.long_passages`).
+    models only: :mod:`tapt.encoders.long_passages`); ``backend`` torch, onnx or openvino
+    (local models: :mod:`tapt.encoders.backends`).
     """
 
     family: str = "auto"
@@ -56,8 +58,10 @@ class ModelOptions:
     progress: bool = False
     truncate_dim: int | None = None
     long_passages: LongPassages = field(default_factory=LongPassages)
+    backend: str = "torch"
 
     def __post_init__(self) -> None:
+        check_backend_name(self.backend)
         check_optional(SEQUENCE_LENGTH, self.max_seq_length, "max_seq_length")
         check_optional(TOKENS_PER_BATCH, self.max_tokens_per_batch, "max_tokens_per_batch")
         BATCH_SIZE.check(self.batch_size, "batch_size")
@@ -67,7 +71,7 @@ class ModelOptions:
         """The :class:`~tapt.encoders.loading.ModelSpec` of ``name`` under these options."""
         return ModelSpec(str(name), family=self.family, max_seq_length=self.max_seq_length,
                          trust_remote_code=self.trust_remote_code, device=self.device,
-                         dtype=self.dtype or "float32")
+                         dtype=self.dtype or "float32", backend=self.backend)
 
 
 @dataclass(frozen=True)
@@ -120,10 +124,14 @@ class EncoderLoader:
                 raise LongPassageError(f"--long-passages {self.model.long_passages.mode}: "
                                        f"{self.name} is an API model, which tapt cannot "
                                        "split into windows; use --long-passages truncate")
+            if self.model.backend != "torch":
+                raise ValueError(f"--backend {self.model.backend}: {self.name} is an API "
+                                 "model; the backend applies to local models")
             self._encoder = _api_encoder(self.name, self.model, self.api)
         else:
             self._spec = self.model.spec(self.name)
             self._spec.preset()  # an unknown family fails before anything loads
+            require_backend(self._spec.backend)  # a missing tapt[onnx] / [openvino] too
 
     @property
     def is_api(self) -> bool:

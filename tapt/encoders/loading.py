@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tapt.bounds import POSITIVE_INT, check_optional
+from tapt.encoders.backends import check_backend_matches, check_backend_name, require_backend
 from tapt.encoders.precision import resolve_dtype, torch_dtype
 from tapt.encoders.presets import FamilyPreset, get_preset
 from tapt.encoders.tokenizer_check import check_tokenizer
@@ -47,13 +48,17 @@ class ModelSpec:
     device: str | None = None
     dtype: str = "float32"
     """Weights' dtype: float32 (training), bfloat16, float16, or auto (bf16 on a CUDA GPU
-    that supports it, else float32)."""
+    that supports it, else float32). The torch backend's only: an ONNX or OpenVINO graph
+    keeps the precision it was exported in."""
+    backend: str = "torch"
+    """``torch``, ``onnx`` or ``openvino`` (:mod:`tapt.encoders.backends`)."""
 
     def __post_init__(self) -> None:
         if not str(self.name_or_path).strip():
             raise ValueError("name_or_path (the model) is empty")
         self.max_seq_length = check_optional(POSITIVE_INT, self.max_seq_length,
                                              "max_seq_length")
+        check_backend_name(self.backend)
 
     def preset(self) -> FamilyPreset:
         return get_preset(self.family, self.name_or_path)
@@ -188,7 +193,10 @@ def load_sentence_transformer(spec: ModelSpec):
     Every tapt command loads models here, so every one refuses, before encoding: a name
     that is neither a folder nor a loadable Hub id (:func:`check_model_source`), and a
     model whose tokenizer does not fit its weights
-    (:func:`tapt.encoders.tokenizer_check.check_tokenizer`).
+    (:func:`tapt.encoders.tokenizer_check.check_tokenizer`). ``spec.backend`` onnx or
+    openvino loads through sentence-transformers' backend (an ONNX / OpenVINO file in the
+    folder, else exported by Optimum on the fly); its packages missing is one line naming
+    the extra (:func:`tapt.encoders.backends.require_backend`).
     """
     from sentence_transformers import SentenceTransformer
 
@@ -199,8 +207,17 @@ def load_sentence_transformer(spec: ModelSpec):
                          "the recipe (or pass --trust-remote-code) if you trust it")
     path = resolve_model_path(spec.name_or_path)
     check_model_source(path, spec.revision)
+    check_backend_matches(path, spec.backend)
+    require_backend(spec.backend)
     if spec.trust_remote_code:
         warn_remote_code(spec.name_or_path, spec.revision)
+    if spec.backend != "torch":
+        model = SentenceTransformer(path, device=spec.device, backend=spec.backend,
+                                    trust_remote_code=spec.trust_remote_code,
+                                    revision=spec.revision)
+        check_tokenizer(model, spec.name_or_path)
+        configure(model, spec, preset)
+        return model
     dtype = torch_dtype(resolve_dtype(spec.dtype, spec.device))
     model = SentenceTransformer(path, device=spec.device, trust_remote_code=spec.trust_remote_code,
                                 revision=spec.revision, model_kwargs={"dtype": dtype})

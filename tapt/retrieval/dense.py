@@ -26,6 +26,7 @@ from tapt.encoders.base import EncodedBatch, Encoder, TextKind
 from tapt.finite import NonFiniteEmbeddingsError, nonfinite_rows
 from tapt.retrieval.embedding_cache import EmbeddingCache
 from tapt.retrieval.metrics import Run
+from tapt.retrieval.quantized_search import QuantizedIndex, check_precision
 from tapt.retrieval.search import ExactIndex, choose_backend, make_index
 from tapt.retrieval.sharding import all_reduce_sum, gather_rows, share, world
 
@@ -45,6 +46,9 @@ class Retrieval:
     timings: dict[str, float] = field(default_factory=dict)
     search_backend: str = "faiss"
     """``faiss`` or ``torch`` (:func:`tapt.retrieval.search.make_index`)."""
+    index: dict = field(default_factory=dict)
+    """What the corpus index held: ``embedding_precision``, ``index_bytes``, ... (dense
+    retrievers; :mod:`tapt.retrieval.quantized_search`)."""
 
 
 @dataclass
@@ -210,13 +214,18 @@ class DenseRetriever:
     :class:`~tapt.retrieval.embedding_cache.EmbeddingCache` there and store the new ones
     (encoders whose ``cache_key`` is None, e.g. API encoders with their own cache, and
     multi-process runs skip it); ``cache_storage``: ``float32`` (hits equal a fresh encode)
-    or ``float16``.
+    or ``float16``. ``embedding_precision`` int8, uint8, binary or ubinary: the corpus
+    index holds quantised rows (:class:`~tapt.retrieval.quantized_search.QuantizedIndex`,
+    FAISS on the CPU), ranked by the quantised scores, or with ``rescore_multiplier`` M
+    the top ``top_k x M`` rescored with the float32 query.
     """
 
     def __init__(self, encoder: Encoder, *, batch_size: int = 32, top_k: int = 100,
                  use_gpu: bool | None = None, progress: bool = True,
                  search_backend: str = "auto", search_storage: str = "float32",
-                 cache_dir: str | None = None, cache_storage: str = "float32") -> None:
+                 cache_dir: str | None = None, cache_storage: str = "float32",
+                 embedding_precision: str = "float32",
+                 rescore_multiplier: int | None = None) -> None:
         self.encoder = encoder
         self.batch_size = POSITIVE_INT.check(batch_size, "batch_size")
         self.top_k = POSITIVE_INT.check(top_k, "top_k")
@@ -228,10 +237,24 @@ class DenseRetriever:
         self.search_storage = search_storage
         self.cache_dir = cache_dir
         self.cache_storage = cache_storage
+        self.embedding_precision = check_precision(embedding_precision)
+        if rescore_multiplier is not None and embedding_precision == "float32":
+            raise ValueError("rescoring needs a quantised embedding precision (int8, uint8, "
+                             "binary, ubinary)")
+        self.rescore_multiplier = rescore_multiplier
 
     @property
     def name(self) -> str:
         return self.encoder.name
+
+    def new_index(self, dim: int):
+        """The corpus index: exact float (:func:`make_index`) or quantised."""
+        if self.embedding_precision == "float32":
+            return make_index(dim, normalize=self.encoder.normalize,
+                              backend=self.search_backend, use_gpu=self.use_gpu,
+                              storage_dtype=self.search_storage)
+        return QuantizedIndex(dim, self.embedding_precision, normalize=self.encoder.normalize,
+                              rescore_multiplier=self.rescore_multiplier)
 
     def retrieve(self, corpus_ids: Sequence[str], corpus_texts: Sequence[str],
                  query_ids: Sequence[str], query_texts: Sequence[str], *,
@@ -248,9 +271,7 @@ class DenseRetriever:
         query_seconds = time.perf_counter() - start
         check_finite(queries, encoder.name, "queries", query_ids)
 
-        index = make_index(encoder.embedding_dim, normalize=encoder.normalize,
-                           backend=self.search_backend, use_gpu=self.use_gpu,
-                           storage_dtype=self.search_storage)
+        index = self.new_index(encoder.embedding_dim)
         main = world()[0] == 0
         order: list[np.ndarray] = []
         passages = EncodingTally()
@@ -280,7 +301,11 @@ class DenseRetriever:
         timings["corpus_from_cache"] = float(passages.from_cache)
         timings["faiss_gpu"] = float(index.on_gpu and index.backend == "faiss")
         timings["search_gpu"] = float(index.on_gpu)
-        return Retrieval(run=run, timings=timings, search_backend=index.backend)
+        record = index.info() if hasattr(index, "info") else {
+            "embedding_precision": "float32", "index_bytes": index.nbytes,
+            "index_rows": index.size, "dim": encoder.embedding_dim, "rescore_multiplier": None,
+            "calibration_rows": None}
+        return Retrieval(run=run, timings=timings, search_backend=index.backend, index=record)
 
 
     def result_info(self) -> dict:

@@ -127,7 +127,8 @@ def score_retrieval(retrieval: Retrieval, retriever: Retriever, dataset: BeirDat
                  "relevance": dataset.rule.to_dict(),
                  "data_fingerprint": data_fingerprint(dataset, split, corpus_ids),
                  **({"search": {"backend": retrieval.search_backend, "passages_from_cache":
-                                int(retrieval.timings.get("corpus_from_cache", 0))}}
+                                int(retrieval.timings.get("corpus_from_cache", 0)),
+                                **retrieval.index}}
                     if encoder is not None else {}),
                  **(info or {})}
     return EvalReport(metrics=scored.mean, per_query=scored.per_query, run=retrieval.run,

@@ -37,16 +37,21 @@ def is_bm25(name: str) -> bool:
 class SearchOptions:
     """How a dense retriever searches and whether it reuses cached passage embeddings:
     ``backend`` auto | faiss | torch, ``storage`` float32 | float16 (torch), ``cache_dir``
-    the local-model embedding cache (None: off), ``cache_storage`` float32 | float16."""
+    the local-model embedding cache (None: off), ``cache_storage`` float32 | float16,
+    ``precision`` the corpus index's rows (float32, or quantised: int8 | uint8 | binary |
+    ubinary) and ``rescore`` the rescoring multiplier of a quantised index (None: none)."""
 
     backend: str = "auto"
     storage: str = "float32"
     cache_dir: str | None = None
     cache_storage: str = "float32"
+    precision: str = "float32"
+    rescore: int | None = None
 
     def dense_kwargs(self) -> dict:
         return {"search_backend": self.backend, "search_storage": self.storage,
-                "cache_dir": self.cache_dir, "cache_storage": self.cache_storage}
+                "cache_dir": self.cache_dir, "cache_storage": self.cache_storage,
+                "embedding_precision": self.precision, "rescore_multiplier": self.rescore}
 
 
 def build_retriever(source: str | Encoder, *, top_k: int = 100, batch_size: int = 32,

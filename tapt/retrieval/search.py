@@ -74,6 +74,11 @@ class ExactIndex:
     def size(self) -> int:
         return int(self.index.ntotal)
 
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the stored rows (float32: 4 per dimension)."""
+        return int(self.index.code_size) * int(self.index.ntotal)
+
     def _prepare(self, vectors: np.ndarray) -> np.ndarray:
         vectors = np.ascontiguousarray(vectors, dtype=np.float32)
         if vectors.ndim != 2 or vectors.shape[1] != self.dim:

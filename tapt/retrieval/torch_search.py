@@ -95,6 +95,11 @@ class TorchExactIndex:
     def size(self) -> int:
         return self._size
 
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the stored rows (the chunks' unfilled tail not counted)."""
+        return self._size * self.dim * torch.empty(0, dtype=self.storage_dtype).element_size()
+
     def _new_chunk(self) -> torch.Tensor:
         device = self.devices[len(self._chunks) % len(self.devices)]
         chunk = torch.empty((self.chunk_rows, self.dim), dtype=self.storage_dtype, device=device)

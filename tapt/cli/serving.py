@@ -1,0 +1,162 @@
+"""``tapt export`` (a model as an ONNX or OpenVINO folder for serving) and the serving flags
+of ``tapt eval``: ``--backend`` (:func:`add_backend_args`) and ``--embedding-precision``
+/ ``--rescore`` (:func:`add_precision_args`, checked by :func:`check_serving_args`).
+Models and sentence-transformers are imported inside the handler."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from tapt.cli import terminal
+from tapt.cli.options import check_folder, family_help, positive_int, seed
+
+BACKEND_CHOICES = ("torch", "onnx", "openvino")
+PRECISION_CHOICES = ("float32", "int8", "uint8", "binary", "ubinary")
+
+
+def add_backend_args(parser: argparse.ArgumentParser) -> None:
+    """``--backend torch|onnx|openvino`` of a command that loads a local model."""
+    parser.add_argument("--backend", choices=BACKEND_CHOICES, default="torch",
+                        help="run the model with torch, ONNX Runtime (tapt[onnx]) or OpenVINO "
+                             "(tapt[openvino]), as SentenceTransformer(..., backend=...): a "
+                             "tapt export folder, or a model Optimum converts on loading")
+
+
+def add_precision_args(parser: argparse.ArgumentParser) -> None:
+    """``--embedding-precision`` and ``--rescore`` of ``tapt eval``."""
+    group = parser.add_argument_group(
+        "quantised embeddings (the corpus index holds quantised rows: "
+        "sentence-transformers' quantize_embeddings, FAISS on the CPU)")
+    group.add_argument("--embedding-precision", choices=PRECISION_CHOICES, default="float32",
+                       help="corpus rows: float32 (exact search), int8 / uint8 (1 byte per "
+                            "dimension, ranges calibrated on the passages), binary / ubinary "
+                            "(1 bit per dimension, FAISS binary index, Hamming distance)")
+    group.add_argument("--rescore", type=positive_int, default=None, metavar="K",
+                       help="rescore the quantised search's top (--top-k x K) passages with "
+                            "the float32 query embedding (sentence-transformers' "
+                            "rescore_multiplier; 4 is its usual value); default: rank by the "
+                            "quantised scores")
+
+
+def check_serving_args(args: argparse.Namespace) -> None:
+    """Refuse, before anything loads, serving flags that do not combine (naming them)."""
+    precision = getattr(args, "embedding_precision", "float32")
+    backend = getattr(args, "backend", "torch")
+    if getattr(args, "rescore", None) is not None and precision == "float32":
+        raise ValueError("--rescore rescores a quantised index: add --embedding-precision "
+                         "int8, uint8, binary or ubinary")
+    if precision != "float32":
+        if getattr(args, "search_backend", "auto") == "torch":
+            raise ValueError(f"--embedding-precision {precision}: the quantised index is "
+                             "FAISS's; drop --search-backend torch")
+        for flag, value in (("--dims", getattr(args, "dims", None)),
+                            ("--hybrid", getattr(args, "hybrid", None))):
+            if value:
+                raise ValueError(f"--embedding-precision {precision} and {flag}: the quantised "
+                                 "index serves plain dense evaluation; drop one of them")
+    if backend != "torch" and getattr(args, "dtype", "auto") not in ("auto", "float32"):
+        raise ValueError(f"--dtype {args.dtype}: applies to the torch backend; an {backend} "
+                         "model runs in the precision it was exported in")
+
+
+def show_index(info: dict) -> None:
+    """One line on a quantised corpus index (``evaluated.search``): precision, rescoring,
+    bytes; nothing for float32."""
+    search = info.get("search") or {}
+    precision = search.get("embedding_precision", "float32")
+    if precision == "float32":
+        return
+    from tapt.files import human
+
+    rescore = search.get("rescore_multiplier")
+    terminal.console.print(
+        f"index: {search.get('index_rows', 0):,} {precision} rows of {search.get('dim')} "
+        f"dimensions, {human(search.get('index_bytes', 0))}; "
+        + (f"top {info.get('top_k')} x {rescore} rescored with the float32 query"
+           if rescore else "ranked by the quantised scores"), highlight=False)
+
+
+def add_parsers(commands) -> None:
+    """``tapt export``."""
+    export = commands.add_parser(
+        "export", help="convert a model to ONNX or OpenVINO for CPU serving (optionally int8 "
+                       "or graph-optimised) with sentence-transformers' backend functions")
+    export.add_argument("model", help="Hub id, local path (e.g. runs/x/final) or "
+                                      "package:NAME/sub/path")
+    export.add_argument("--backend", choices=("onnx", "openvino"), required=True,
+                        help="onnx (ONNX Runtime, tapt[onnx]) or openvino (tapt[openvino])")
+    how = export.add_mutually_exclusive_group()
+    how.add_argument("--quantize", choices=("int8",), default=None,
+                     help="onnx: dynamic int8 quantisation (ONNX Runtime); openvino: static "
+                          "int8 quantisation (NNCF) calibrated on --calibration-data")
+    how.add_argument("--optimize", choices=("O1", "O2", "O3", "O4"), default=None,
+                     help="onnx: ONNX Runtime's graph optimisation level (O4 is fp16, GPUs)")
+    export.add_argument("--quantize-for", choices=("arm64", "avx2", "avx512", "avx512_vnni"),
+                        default=None,
+                        help="onnx int8: the CPU instruction set the quantised graph targets "
+                             "(default: this machine's)")
+    export.add_argument("--calibration-data", type=Path, default=None, metavar="DIR",
+                        help="openvino int8: a local BEIR folder whose corpus.jsonl passages "
+                             "calibrate the quantisation")
+    export.add_argument("--calibration-size", type=positive_int, default=300,
+                        help="openvino int8: calibration passages drawn from --calibration-data")
+    export.add_argument("--seed", type=seed, default=0, help="seed of the calibration sample")
+    export.add_argument("--output", type=Path, required=True,
+                        help="the export folder (must not exist; never the source)")
+    export.add_argument("--overwrite", action="store_true",
+                        help="replace an existing --output that is a tapt export")
+    export.add_argument("--family", default="auto", help=family_help())
+    export.add_argument("--trust-remote-code", action="store_true",
+                        help="allow the model's own code from the Hub (off by default)")
+    export.add_argument("--quiet", action="store_true",
+                        help="no progress bars and no info lines, only results and warnings")
+
+
+def calibration_texts(args: argparse.Namespace) -> tuple[str, ...]:
+    """The sampled passages of ``--calibration-data`` (read and checked before loading)."""
+    if args.calibration_data is None:
+        return ()
+    from tapt.data.beir import read_corpus
+    from tapt.training.backend_export import calibration_sample
+
+    corpus = read_corpus(Path(args.calibration_data) / "corpus.jsonl")
+    return calibration_sample([passage.as_text() for passage in corpus.values()],
+                              args.calibration_size, args.seed)
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
+    from tapt.encoders.backends import require_backend
+    from tapt.encoders.factory import ModelOptions
+    from tapt.encoders.loading import check_model_source, resolve_model_path
+    from tapt.training.backend_export import (
+        ExportSettings,
+        check_export_output,
+        export_for_serving,
+    )
+
+    settings = ExportSettings(backend=args.backend, quantize=args.quantize,
+                              optimize=args.optimize, onnx_target=args.quantize_for,
+                              calibration_source=None if args.calibration_data is None
+                              else Path(args.calibration_data).name)
+    settings.check()  # flag combinations, before anything is read
+    source = resolve_model_path(args.model)
+    check_export_output(args.output, source, overwrite=args.overwrite)
+    check_folder("--output", args.output.parent, shown=args.output)
+    require_backend(args.backend)  # one line naming tapt[onnx] / tapt[openvino]
+    check_model_source(source)
+    settings = replace(settings, calibration_texts=calibration_texts(args))
+    settings.check()  # an empty calibration corpus
+    options = ModelOptions(family=args.family, trust_remote_code=args.trust_remote_code,
+                           device="cpu", dtype="float32", backend=args.backend)
+    output = export_for_serving(args.model, args.output, settings, options=options,
+                                overwrite=args.overwrite)
+    terminal.console.print(f"{settings.label()} export of {args.model} written to {output} "
+                           f"({settings.conversion()})", highlight=False, soft_wrap=True,
+                           markup=False)
+    return 0
+
+
+COMMANDS = {"export": cmd_export}

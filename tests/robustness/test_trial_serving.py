@@ -1,0 +1,82 @@
+"""Serving exports that are used the wrong way (issue 25): a folder ``tapt export`` wrote
+for ONNX evaluated with torch, an export asked to write into its own source, a backend
+whose packages are missing, and quantised-index flags that do not combine."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+
+import pytest
+
+from tapt.cli import main
+
+AREA = "wrong results"
+
+
+def digest(folder) -> dict[str, bytes]:
+    return {str(path.relative_to(folder)): path.read_bytes()
+            for path in sorted(folder.rglob("*")) if path.is_file()}
+
+
+@pytest.mark.reliability(
+    area=AREA, reader="model loading with a backend (tapt.encoders.backends)",
+    fault="a tapt export for the onnx backend (tapt_preset.json backend: onnx) evaluated "
+          "without --backend onnx",
+    behaviour="refused before encoding, exit 2, one line naming the model and --backend onnx")
+def test_an_onnx_export_evaluated_with_torch_is_refused(tiny_bert_path, tiny_beir_path,
+                                                        tmp_path, quiet_cli, capsys):
+    folder = tmp_path / "onnx-export"
+    shutil.copytree(tiny_bert_path, folder)
+    (folder / "tapt_preset.json").write_text(json.dumps(
+        {"family": "default", "stage": "export", "backend": "onnx"}), encoding="utf-8")
+    output = tmp_path / "metrics.json"
+    code = main(["eval", "--model", str(folder), "--data", str(tiny_beir_path), "--quiet",
+                 "--output", str(output)])
+    message = capsys.readouterr().out
+    assert code == 2 and not output.exists()
+    assert str(folder) in message and "pass --backend onnx" in message
+    assert "Traceback" not in message
+
+
+@pytest.mark.reliability(
+    area=AREA, reader="tapt export --output (tapt.training.backend_export)",
+    fault="--output the source model folder itself, a folder inside it, and (with "
+          "--overwrite) a folder that is not a tapt export",
+    behaviour="each refused before loading, exit 2, one line; the source and the folder "
+              "are unchanged")
+def test_an_export_never_writes_into_its_source(tiny_bert_path, tmp_path, quiet_cli, capsys):
+    source = tmp_path / "model"
+    shutil.copytree(tiny_bert_path, source)
+    before = digest(source)
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("keep", encoding="utf-8")
+    for output, extra, expected in ((source, ["--overwrite"], "never written to"),
+                                    (source / "onnx", [], "never written to"),
+                                    (mine, ["--overwrite"], "not a tapt export")):
+        code = main(["export", str(source), "--backend", "onnx", "--output", str(output),
+                     *extra])
+        message = capsys.readouterr().out
+        assert code == 2 and expected in message and "Traceback" not in message
+    assert digest(source) == before and (mine / "notes.txt").read_text() == "keep"
+
+
+@pytest.mark.reliability(
+    area=AREA, reader="tapt export / tapt eval --backend (tapt.encoders.backends)",
+    fault="--backend onnx and openvino with their packages missing (hidden from the import "
+          "system)",
+    behaviour="exit 2 before loading, one line naming tapt[onnx] / tapt[openvino]")
+@pytest.mark.parametrize("backend", ["onnx", "openvino"])
+def test_a_missing_backend_is_one_line(backend, tiny_bert_path, tmp_path, monkeypatch,
+                                       quiet_cli, capsys):
+    from tapt.encoders.backends import EXTRAS, REQUIRED_MODULES
+
+    for module in REQUIRED_MODULES[backend]:
+        monkeypatch.setitem(sys.modules, module, None)
+    code = main(["export", str(tiny_bert_path), "--backend", backend, "--output",
+                 str(tmp_path / "out")])
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.strip()]
+    assert code == 2 and len(lines) == 1 and f'"{EXTRAS[backend]}"' in lines[0]
+    assert not (tmp_path / "out").exists()
