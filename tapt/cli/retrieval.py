@@ -10,7 +10,7 @@ from pathlib import Path
 
 from rich.markup import escape
 
-from tapt.cli import terminal
+from tapt.cli import eval_extras, terminal
 from tapt.cli.distributed import is_main, multiprocess
 from tapt.cli.eval_views import (
     add_by_arg,
@@ -62,6 +62,7 @@ def add_parsers(commands) -> None:
                         help="passages each system contributes per query (default: --top-k); "
                              "a passage missing from one list gets no score from it")
     add_view_args(evaluate)
+    eval_extras.add_extra_args(evaluate)
     add_data_args(evaluate)
 
     bm25 = commands.add_parser("bm25", help="BM25 baseline (bm25s) with the same metrics")
@@ -70,6 +71,7 @@ def add_parsers(commands) -> None:
     bm25.add_argument("--b", type=fraction, default=0.75,
                       help="length normalisation in [0, 1] (default 0.75)")
     add_by_arg(bm25)
+    eval_extras.add_extra_args(bm25)
     add_data_args(bm25)
 
     mine = commands.add_parser("mine", help="mine hard negatives from the corpus with BM25 "
@@ -112,6 +114,7 @@ def _run_retrieval(args: argparse.Namespace, make_retriever) -> int:
     from tapt.retrieval.evaluate import metrics_table
 
     _check_outputs(args)
+    eval_extras.check_extra_args(args)  # --queries, --save-run, --format mteb
     if args.top_k < 100:
         logger.warning("--top-k %d: recall@100 only counts the top %d passages", args.top_k,
                        args.top_k)
@@ -121,12 +124,18 @@ def _run_retrieval(args: argparse.Namespace, make_retriever) -> int:
                         corpus_store=args.corpus_store, corpus_cache=args.corpus_cache,
                         **strictness(args.lenient))
     labels = read_labels(args, dataset)  # tapt eval --by: before any encoding
+    query_sets = eval_extras.read_query_sets(args, dataset)  # --queries: before encoding
     corpus_ids = subcorpus_ids(dataset, args.split, distractors=args.distractors,
                                fraction=args.fraction, seed=args.seed)
     retriever = make_retriever()
     info = {"distractors": args.distractors, "fraction": args.fraction, "seed": args.seed,
             "top_k": args.top_k}
-    report, retriever, widths = evaluate_views(args, retriever, dataset, corpus_ids, info)
+    results, widths = None, None
+    if query_sets:
+        report, results = eval_extras.evaluate_with_sets(args, retriever, dataset, corpus_ids,
+                                                         info, query_sets)
+    else:
+        report, retriever, widths = evaluate_views(args, retriever, dataset, corpus_ids, info)
     if report is None:  # a rank other than 0 under torchrun: rank 0 prints and writes
         return 0
     # What a hybrid retriever fused and what an API encoder cost: evaluated.hybrid / .api
@@ -138,6 +147,10 @@ def _run_retrieval(args: argparse.Namespace, make_retriever) -> int:
     terminal.console.print(metrics_table({retriever.name: report.metrics}, title=title))
     terminal.console.print(terminal.figures_table(report.timings))
     show_views(args, report, widths, labels)  # --dims, --by, --tune-on
+    eval_extras.finish_extras(args, report, results, dataset, corpus_ids,
+                              name=getattr(args, "model", "bm25") + (
+                                  f"+bm25-{args.fusion}" if getattr(args, "hybrid", None)
+                                  else ""))  # --queries, --save-run, --format mteb
     if "api" in report.info:
         api = report.info["api"]
         cost = "unknown price" if api["cost_usd"] is None else f"${api['cost_usd']:.4f}"
