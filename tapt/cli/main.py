@@ -9,12 +9,12 @@ import sys
 
 from rich.markup import escape
 
-from tapt.cli import analysis, cache, data, hub, retrieval, terminal, training
+from tapt.cli import analysis, cache, cases, data, hub, retrieval, terminal, training
 from tapt.cli.options import CommandParser
 from tapt.data.beir import DataError
 
 logger = logging.getLogger("tapt")
-GROUPS = (data, retrieval, training, hub, analysis, cache)
+GROUPS = (data, retrieval, training, hub, analysis, cases, cache)
 """The command modules, in the order their commands are listed in ``tapt --help``."""
 
 COMMANDS = {name: handler for group in GROUPS for name, handler in group.COMMANDS.items()}

@@ -216,3 +216,26 @@ def write_task_result(task_result, model_meta, folder: str | os.PathLike) -> Pat
 def main_scores(task_result) -> Mapping[str, float]:
     """``{split: main_score}`` of a TaskResult (its one ``default`` subset per split)."""
     return {split: float(rows[0]["main_score"]) for split, rows in task_result.scores.items()}
+
+
+MTEB_CARD_METRIC = "ndcg_at_10"
+"""MTEB's main retrieval score; a card's MTEB-shaped entry carries tapt's
+``graded_ndcg@10`` under it (the same number: gains are the grades, see the module)."""
+
+
+def mteb_eval_results(splits: Mapping[str, Mapping[str, float]], *, dataset_type: str,
+                      task_name: str, config: str | None = None,
+                      revision: str | None = None) -> list:
+    """Model-card ``model-index`` entries shaped as mteb writes them
+    (``TaskResult.get_hf_eval_results``: task type ``text-retrieval``, task ``Retrieval``,
+    dataset ``<task> (<subset>)``, metric ``ndcg_at_10``), one per split of ``splits``
+    ({split: tapt metrics}); needs huggingface_hub, not mteb."""
+    from huggingface_hub import EvalResult
+
+    subset = config or "default"
+    return [EvalResult(task_type="text-retrieval", task_name="Retrieval",
+                       dataset_type=dataset_type, dataset_name=f"{task_name} ({subset})",
+                       dataset_config=subset, dataset_split=split, dataset_revision=revision,
+                       metric_type=MTEB_CARD_METRIC, metric_name=MTEB_CARD_METRIC,
+                       metric_value=float(metrics["graded_ndcg@10"]))
+            for split, metrics in splits.items() if "graded_ndcg@10" in metrics]
