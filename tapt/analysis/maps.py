@@ -7,8 +7,9 @@ seeded sample, the same for every model); each model embeds them through tapt's 
 encoding path (:func:`tapt.analysis.embed.embed`: the embedding cache, long passages, the
 non-finite check), rows scaled to unit length (Euclidean distance then orders pairs as the
 cosine does). The projection is UMAP (``umap-learn``, the ``tapt[maps]`` extra) when it is
-installed, else t-SNE (scikit-learn), both seeded with ``seed``: the same seed gives the
-same coordinates.
+installed, else t-SNE (scikit-learn; started from the PCA of the rows, scikit-learn's
+default, so it has no random start), seeded with ``seed``: the same seed gives the same
+sample and the same coordinates.
 
 Example::
 
