@@ -4,8 +4,9 @@ layout (``--format mteb``).
 
 :func:`check_extra_args` refuses bad combinations before anything loads;
 :func:`read_query_sets` reads and validates the query files before any encoding;
-:func:`evaluate_with_sets` runs the one retrieval of every set; :func:`finish_extras`
-prints the query-set tables, fills the report's JSON sections and writes MTEB's files.
+:func:`evaluate` runs the evaluation (with query sets: one retrieval of every set);
+:func:`finish_extras` prints the query-set tables, fills the report's JSON sections and
+writes MTEB's files.
 """
 
 from __future__ import annotations
@@ -75,16 +76,29 @@ def read_query_sets(args: argparse.Namespace, dataset) -> dict[str, dict[str, st
     return read_files(files, dataset.split(args.split), dataset.split_file(args.split))
 
 
-def evaluate_with_sets(args: argparse.Namespace, retriever, dataset, corpus_ids, info,
-                       query_sets):
-    """``(report of the split's own queries, QuerySetResults)`` from one retrieval; both
-    None on a DDP rank other than 0."""
+def evaluate(args: argparse.Namespace, retriever, dataset, corpus_ids, info, query_sets):
+    """``(report, retriever, per-width reports, QuerySetResults)``: without query sets what
+    :func:`tapt.cli.eval_views.evaluate_views` gives (and None); with them the report of the
+    split's own queries from the one retrieval of every set (no widths). The report is None
+    on a DDP rank other than 0."""
+    if not query_sets:
+        from tapt.cli.eval_views import evaluate_views
+
+        return (*evaluate_views(args, retriever, dataset, corpus_ids, info), None)
     from tapt.retrieval.query_sets import evaluate_query_sets
 
     results = evaluate_query_sets(retriever, dataset, args.split, query_sets,
                                   corpus_ids=corpus_ids, with_title=not args.no_title,
                                   info=info)
-    return (None, None) if results is None else (results.original, results)
+    return (None, retriever, None, None) if results is None else \
+        (results.original, retriever, None, results)
+
+
+def system_name(args: argparse.Namespace) -> str:
+    """What was evaluated, for MTEB's model name: ``--model`` (``bm25`` for ``tapt bm25``),
+    with the fusion of ``--hybrid``."""
+    name = getattr(args, "model", None) or "bm25"
+    return f"{name}+bm25-{args.fusion}" if getattr(args, "hybrid", None) else name
 
 
 def ranking_section(run, depth: int) -> dict:
@@ -97,16 +111,15 @@ def ranking_section(run, depth: int) -> dict:
                                         for query_id, docs in run.items()}}
 
 
-def finish_extras(args: argparse.Namespace, report, results, dataset, corpus_ids,
-                  name: str) -> None:
+def finish_extras(args: argparse.Namespace, report, results, dataset, corpus_ids) -> None:
     """Print and store what the extra flags asked for: the query-set tables and section,
-    the stored ranking, MTEB's files (``name``: the evaluated system)."""
+    the stored ranking, MTEB's files."""
     if results is not None:
         show_query_sets(args, report, results)
     if args.save_run is not None:
         report.sections[RANKING_SECTION] = ranking_section(report.run, args.save_run)
     if args.format == "mteb":
-        write_mteb(args, report, dataset, corpus_ids, name)
+        write_mteb(args, report, dataset, corpus_ids, system_name(args))
 
 
 def show_query_sets(args: argparse.Namespace, report, results) -> None:

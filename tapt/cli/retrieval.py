@@ -16,7 +16,6 @@ from tapt.cli.eval_views import (
     add_by_arg,
     add_view_args,
     check_view_args,
-    evaluate_views,
     read_labels,
     show_views,
 )
@@ -130,12 +129,8 @@ def _run_retrieval(args: argparse.Namespace, make_retriever) -> int:
     retriever = make_retriever()
     info = {"distractors": args.distractors, "fraction": args.fraction, "seed": args.seed,
             "top_k": args.top_k}
-    results, widths = None, None
-    if query_sets:
-        report, results = eval_extras.evaluate_with_sets(args, retriever, dataset, corpus_ids,
-                                                         info, query_sets)
-    else:
-        report, retriever, widths = evaluate_views(args, retriever, dataset, corpus_ids, info)
+    report, retriever, widths, results = eval_extras.evaluate(  # evaluate_views, or --queries
+        args, retriever, dataset, corpus_ids, info, query_sets)
     if report is None:  # a rank other than 0 under torchrun: rank 0 prints and writes
         return 0
     # What a hybrid retriever fused and what an API encoder cost: evaluated.hybrid / .api
@@ -147,10 +142,7 @@ def _run_retrieval(args: argparse.Namespace, make_retriever) -> int:
     terminal.console.print(metrics_table({retriever.name: report.metrics}, title=title))
     terminal.console.print(terminal.figures_table(report.timings))
     show_views(args, report, widths, labels)  # --dims, --by, --tune-on
-    eval_extras.finish_extras(args, report, results, dataset, corpus_ids,
-                              name=getattr(args, "model", "bm25") + (
-                                  f"+bm25-{args.fusion}" if getattr(args, "hybrid", None)
-                                  else ""))  # --queries, --save-run, --format mteb
+    eval_extras.finish_extras(args, report, results, dataset, corpus_ids)  # --queries ...
     if "api" in report.info:
         api = report.info["api"]
         cost = "unknown price" if api["cost_usd"] is None else f"${api['cost_usd']:.4f}"

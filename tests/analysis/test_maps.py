@@ -35,7 +35,6 @@ def test_the_same_seed_gives_the_same_map(tiny_bert_path, synth_path, tmp_path):
     assert first["points"]["A"] != other["points"]["A"]  # the seed draws another sample
     labels = read_labels(synth_path, ["domain"])["domain"]
     assert all(p["label"] == labels[p["id"]] for p in first["points"]["A"])
-    # one panel per model, one collection per label holding that label's points
     assert (tmp_path / "a.png").is_file()
 
 

@@ -79,7 +79,8 @@ def test_retention_and_paired_test_equal_an_independent_calculation(synth_path, 
     separate = json.loads((tmp_path / "alone.json").read_text())["per_query"]
     section = result["query_sets"]["sets"]["short"]
     assert section["per_query"] == separate
-    assert section["queries"] == len(short) and result["query_sets"]["original_queries"] == len(short)
+    assert section["queries"] == len(short)
+    assert result["query_sets"]["original_queries"] == len(short)
     changed = 0
     for key in METRIC_KEYS:
         queries = sorted(q for q in separate if key in separate[q])
