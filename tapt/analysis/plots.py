@@ -208,3 +208,36 @@ def dev_curve(steps: Sequence[int], values: Mapping[str, Sequence[float]], metri
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
     return figure
+
+
+LEGEND_LIMIT = 20
+"""Label maps show a legend up to this many labels (more would hide the points)."""
+
+
+def label_maps(panels: Mapping[str, np.ndarray], labels: Sequence[str], title: str):
+    """One scatter panel per entry of ``panels`` ({name: n x 2 coordinates}, side by side),
+    each point coloured by its label in ``labels`` (the same colour for a label in every
+    panel); each label is one collection labelled with it (``ax.collections``)."""
+    names = sorted(set(labels))
+    palette = "tab10" if len(names) <= 10 else "tab20"
+    from matplotlib import colormaps
+
+    colours = colormaps[palette]
+    figure, axes = new_figure(5.0 * len(panels), 4.6, ncols=len(panels))
+    axes = axes if isinstance(axes, list) else [axes]
+    values = np.asarray(labels)
+    for ax, (name, coords) in zip(axes, panels.items()):
+        for index, label in enumerate(names):
+            points = coords[values == label]
+            ax.scatter(points[:, 0], points[:, 1], s=12, alpha=0.8, label=label,
+                       color=colours(index % colours.N))
+        ax.set_title(f"{name}")
+        ax.set_xticks([])
+        ax.set_yticks([])
+    if len(names) <= LEGEND_LIMIT:
+        axes[-1].legend(fontsize=7, markerscale=1.5, loc="best")
+    else:
+        axes[-1].text(0.01, 0.01, f"{len(names)} labels (no legend)", fontsize=7,
+                      transform=axes[-1].transAxes)
+    figure.suptitle(title)
+    return figure

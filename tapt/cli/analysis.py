@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from tapt.cli import terminal
+from tapt.cli import maps, terminal
 from tapt.cli.distributed import is_main, multiprocess
 from tapt.cli.options import (
     add_analysis_data,
@@ -86,7 +86,7 @@ def add_parsers(commands) -> None:
                       help="passages retrieved per query")
     add_analysis_data(size, output="ablation.json")
 
-    analyze = commands.add_parser("analyze", help="embedding analyses: geometry")
+    analyze = commands.add_parser("analyze", help="embedding analyses: geometry, map")
     analyses = analyze.add_subparsers(dest="analysis", required=True, metavar="ANALYSIS",
                                       help="the analysis to run")
     geometry = analyses.add_parser(
@@ -99,6 +99,7 @@ def add_parsers(commands) -> None:
     geometry.add_argument("--pairs", type=sample_size, default=2000,
                           help="random passage pairs for the anisotropy (default 2000)")
     add_analysis_data(geometry, output="geometry.json")
+    maps.add_map_parser(analyses)  # tapt analyze map
 
     probe = commands.add_parser(
         "probe", help="classification (logistic regression) and clustering (k-means) on "
@@ -255,6 +256,10 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 
     output, plot = _analysis_files(args)
     cache_dir = search_options(args).cache_dir
+    if args.analysis == "map":
+        return maps.run_map(args, _loaders(args, _named_models(args.model)),
+                            lambda: _analysis_data(args, []), output, plot, cache_dir,
+                            main=is_main())
     dataset = _analysis_data(args, [args.split])
     name, model = labelled(args.model)
     distractors = None if args.fraction is not None else (

@@ -12,6 +12,7 @@ from rich.markup import escape
 from tapt.cli import (
     analysis,
     cache,
+    cases,
     data,
     hub,
     retrieval,
@@ -24,7 +25,7 @@ from tapt.cli.options import CommandParser, check_cache_folders
 from tapt.data.beir import DataError
 
 logger = logging.getLogger("tapt")
-GROUPS = (data, retrieval, serving, training, selection, hub, analysis, cache)
+GROUPS = (data, retrieval, serving, training, selection, hub, analysis, cases, cache)
 """The command modules, in the order their commands are listed in ``tapt --help``."""
 
 COMMANDS = {name: handler for group in GROUPS for name, handler in group.COMMANDS.items()}

@@ -10,13 +10,12 @@ from pathlib import Path
 
 from rich.markup import escape
 
-from tapt.cli import terminal
+from tapt.cli import eval_extras, terminal
 from tapt.cli.distributed import is_main, multiprocess
 from tapt.cli.eval_views import (
     add_by_arg,
     add_view_args,
     check_view_args,
-    evaluate_views,
     read_labels,
     show_views,
 )
@@ -73,6 +72,7 @@ def add_parsers(commands) -> None:
     add_view_args(evaluate)
     add_backend_args(evaluate)  # --backend torch|onnx|openvino
     add_precision_args(evaluate)  # --embedding-precision, --rescore
+    eval_extras.add_extra_args(evaluate)
     add_data_args(evaluate)
 
     bm25 = commands.add_parser("bm25", help="BM25 baseline (bm25s) with the same metrics")
@@ -81,6 +81,7 @@ def add_parsers(commands) -> None:
     bm25.add_argument("--b", type=fraction, default=0.75,
                       help="length normalisation in [0, 1] (default 0.75)")
     add_by_arg(bm25)
+    eval_extras.add_extra_args(bm25)
     add_data_args(bm25)
 
     mine = commands.add_parser("mine", help="mine hard negatives from the corpus with BM25 "
@@ -126,6 +127,7 @@ def _run_retrieval(args: argparse.Namespace, make_retriever) -> int:
     from tapt.retrieval.evaluate import metrics_table
 
     _check_outputs(args)
+    eval_extras.check_extra_args(args)  # --queries, --save-run, --format mteb
     if args.top_k < 100:
         logger.warning("--top-k %d: recall@100 only counts the top %d passages", args.top_k,
                        args.top_k)
@@ -136,12 +138,14 @@ def _run_retrieval(args: argparse.Namespace, make_retriever) -> int:
                         **strictness(args.lenient))
     labels = read_labels(args, dataset)  # tapt eval --by: before any encoding
     remember_digests(dataset, [args.split])  # what was read, before an hour of encoding
+    query_sets = eval_extras.read_query_sets(args, dataset)  # --queries: before encoding
     corpus_ids = subcorpus_ids(dataset, args.split, distractors=args.distractors,
                                fraction=args.fraction, seed=args.seed)
     retriever = make_retriever()
     info = {"distractors": args.distractors, "fraction": args.fraction, "seed": args.seed,
             "top_k": args.top_k}
-    report, retriever, widths = evaluate_views(args, retriever, dataset, corpus_ids, info)
+    report, retriever, widths, results = eval_extras.evaluate(  # evaluate_views, or --queries
+        args, retriever, dataset, corpus_ids, info, query_sets)
     if report is None:  # a rank other than 0 under torchrun: rank 0 prints and writes
         return 0
     # What a hybrid retriever fused and what an API encoder cost: evaluated.hybrid / .api
@@ -154,6 +158,7 @@ def _run_retrieval(args: argparse.Namespace, make_retriever) -> int:
     terminal.console.print(terminal.figures_table(report.timings))
     show_index(report.info)  # --embedding-precision: the quantised index's bytes
     show_views(args, report, widths, labels)  # --dims, --by, --tune-on
+    eval_extras.finish_extras(args, report, results, dataset, corpus_ids)  # --queries ...
     if "api" in report.info:
         api = report.info["api"]
         cost = "unknown price" if api["cost_usd"] is None else f"${api['cost_usd']:.4f}"

@@ -10,7 +10,9 @@ The YAML front matter is rewritten with huggingface_hub's ``ModelCard``:
 sentence-transformers writes ``license``, ``library_name``, ``pipeline_tag``, ``tags`` and a
 ``model-index`` of the trainer's *last* dev evaluation; tapt sets ``base_model`` (the Hub id
 when known), ``datasets`` (Hub datasets only: a local folder's name is no dataset id) and a
-``model-index`` with the best-checkpoint dev metrics and the test metrics it measured.
+``model-index`` with the best-checkpoint dev metrics and the test metrics it measured, each
+split also as an MTEB-shaped entry (``text-retrieval``, ``ndcg_at_10``:
+:func:`tapt.retrieval.mteb_results.mteb_eval_results`).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from tapt.data.sources import is_hub_id
 from tapt.files import atomic_write_json, atomic_write_text
 from tapt.recipe import Recipe
 from tapt.retrieval.metrics import METRIC_KEYS
+from tapt.retrieval.mteb_results import mteb_eval_results
 from tapt.training.lora import merge_lora
 
 LICENSE_ID = "apache-2.0"
@@ -142,7 +145,8 @@ def hub_dataset_id(recipe: Recipe) -> str | None:
 def eval_results(recipe: Recipe, summary: dict[str, dict[str, float]]) -> list:
     """``model-index`` entries for what tapt measured on this model: the best checkpoint's
     dev metrics (the average's, ``averaged dev``, when the export is the mean of the last
-    checkpoints) and the test metrics (zero-shot rows describe the base model, not this one)."""
+    checkpoints) and the test metrics (zero-shot rows describe the base model, not this one),
+    then the same splits as MTEB-shaped entries (:func:`mteb_eval_results`)."""
     from huggingface_hub import EvalResult
 
     exported = "averaged dev" if "averaged dev" in summary else "best dev"
@@ -151,12 +155,16 @@ def eval_results(recipe: Recipe, summary: dict[str, dict[str, float]]) -> list:
     if "TAPT test" in summary:
         splits.append((recipe.data.test_split, summary["TAPT test"]))
     dataset = dataset_id(recipe)
-    return [EvalResult(task_type="information-retrieval", task_name="Information Retrieval",
-                       dataset_type=dataset, dataset_name=f"{data_label(recipe)} {split}",
-                       dataset_config=recipe.data.config, dataset_split=split,
-                       metric_type=key, metric_name=METRIC_NAMES.get(key, key),
-                       metric_value=float(metrics[key]))
-            for split, metrics in splits for key in METRIC_KEYS if key in metrics]
+    tapt_rows = [EvalResult(task_type="information-retrieval", task_name="Information Retrieval",
+                            dataset_type=dataset, dataset_name=f"{data_label(recipe)} {split}",
+                            dataset_config=recipe.data.config, dataset_split=split,
+                            metric_type=key, metric_name=METRIC_NAMES.get(key, key),
+                            metric_value=float(metrics[key]))
+                 for split, metrics in splits for key in METRIC_KEYS if key in metrics]
+    return tapt_rows + mteb_eval_results(dict(splits), dataset_type=dataset,
+                                         task_name=Path(str(dataset)).name or str(dataset),
+                                         config=recipe.data.config,
+                                         revision=recipe.data.revision)
 
 
 def card_with_front_matter(text: str, recipe: Recipe,

@@ -82,3 +82,23 @@ def test_hub_ids_in_front_matter(tapt_export):
     assert result["dataset"]["type"] == "vinven7/FormBench"
     assert result["dataset"]["config"] == "structured"
     assert text.rstrip().endswith("# a card without front matter")
+
+
+def test_export_card_has_mteb_shaped_results(tapt_export):
+    """Each evaluated split also as mteb writes it (TaskResult.get_hf_eval_results): task
+    type text-retrieval, metric ndcg_at_10 = tapt's graded nDCG@10 (MTEB's gains are the
+    grades; tests/retrieval/test_mteb_conventions.py checks the two agree)."""
+    metadata = ModelCard((tapt_export / "README.md").read_text()).data.to_dict()
+    results = json.loads((tapt_export / "tapt_results.json").read_text())
+    best_dev = next(metrics for name, metrics in results.items() if name.startswith("best dev"))
+    mteb_rows = [result for entry in metadata["model-index"] for result in entry["results"]
+                 if result["task"]["type"] == "text-retrieval"]
+    by_split = {row["dataset"]["split"]: row for row in mteb_rows}
+    assert set(by_split) == {"dev", "test"}
+    for split, metrics in (("dev", best_dev), ("test", results["TAPT test"])):
+        row = by_split[split]
+        assert row["task"]["name"] == "Retrieval"
+        assert row["dataset"]["name"] == "tiny-beir (default)"
+        assert row["dataset"]["config"] == "default"
+        assert row["metrics"] == [{"type": "ndcg_at_10", "name": "ndcg_at_10",
+                                   "value": metrics["graded_ndcg@10"]}]

@@ -1,0 +1,69 @@
+"""``tapt cases``: case studies of where systems disagree (FormBench Appendix D), from
+``tapt eval/bm25 --output ... --save-run K`` result files and the data, as Markdown."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from tapt.cli import terminal
+from tapt.cli.options import add_corpus_store_args, add_relevance_arg, check_outputs, positive_int
+
+
+def add_parsers(commands) -> None:
+    from tapt.retrieval.metrics import METRIC_KEYS
+
+    cases = commands.add_parser(
+        "cases", help="case studies: the queries where systems disagree most, with each "
+                      "system's rank of the first relevant passage and its top passages "
+                      "(Markdown), from tapt eval/bm25 --save-run result files")
+    cases.add_argument("results", nargs="+", metavar="[NAME=]RESULT.json",
+                       help="tapt eval / tapt bm25 --output files written with --save-run K")
+    cases.add_argument("--data", required=True,
+                       help="the data the results were evaluated on (local BEIR folder or "
+                            "Hub id): query and passage texts, grades")
+    cases.add_argument("--config", default=None, help="Hub config or subfolder")
+    cases.add_argument("--revision", default=None, help="Hub dataset revision")
+    cases.add_argument("--lenient", action="store_true",
+                       help="accept empty passages and queries without a relevant passage "
+                            "(public BEIR sets)")
+    add_relevance_arg(cases)
+    add_corpus_store_args(cases)
+    cases.add_argument("--query", default=None, metavar="ID", help="show this query only")
+    cases.add_argument("--top", type=positive_int, default=10,
+                       help="queries listed (the most disagreed on)")
+    cases.add_argument("--passages", type=positive_int, default=3,
+                       help="top passages shown per system")
+    cases.add_argument("--chars", type=positive_int, default=300,
+                       help="characters of each passage's text shown")
+    cases.add_argument("--metric", choices=METRIC_KEYS, default="binary_ndcg@10",
+                       help="per-query metric shown beside the ranks")
+    cases.add_argument("--output", type=Path, default=None,
+                       help="write the Markdown here (default: print it)")
+    cases.add_argument("--overwrite", action="store_true", help="replace an existing --output")
+
+
+def cmd_cases(args: argparse.Namespace) -> int:
+    from tapt.analysis.cases import common_split, find_cases, read_system, render_markdown
+    from tapt.data.beir import strictness
+    from tapt.data.sources import load_data
+    from tapt.files import atomic_write_text
+
+    check_outputs([("--output", args.output)], overwrite=args.overwrite)
+    systems = [read_system(spec) for spec in args.results]  # checked before the data loads
+    dataset = load_data(args.data, args.config, [common_split(systems)],
+                        revision=args.revision, relevant_from=args.relevant_from,
+                        corpus_store=args.corpus_store, corpus_cache=args.corpus_cache,
+                        **strictness(args.lenient))
+    cases = find_cases(systems, dataset, limit=args.top, query=args.query)
+    markdown = render_markdown(cases, systems, dataset, passages=args.passages,
+                               chars=args.chars, metric=args.metric)
+    if args.output is None:
+        terminal.console.print(markdown, markup=False, highlight=False, soft_wrap=True)
+    else:
+        atomic_write_text(args.output, markdown)
+        terminal.console.print(f"{len(cases)} case(s) written to {args.output}")
+    return 0
+
+
+COMMANDS = {"cases": cmd_cases}
