@@ -88,4 +88,55 @@ def cmd_soup(args: argparse.Namespace) -> int:
     return 0
 
 
+def soup_of_sweep(result, top: int, *, with_test: bool) -> None:
+    """``tapt sweep --soup K``: the greedy soup of the K finished trials with the best dev
+    metric, cooked into ``SWEEP/soup`` (replaced on a rerun: it is the sweep's own export);
+    with ``with_test``, its test metrics (``SWEEP/soup-test.json``) and a paired test
+    against the best trial's, printed as ``tapt compare --baseline`` prints them."""
+    from tapt.analysis.compare import compare_results, markdown_table
+    from tapt.training.soup import soup
+
+    done = [t for t in result.trials if t.status == "finished" and t.dev
+            and result.metric in t.dev]
+    ranked = sorted(done, key=lambda t: -t.dev[result.metric])[:top]
+    if len(ranked) < 2:
+        terminal.console.print(f"--soup {top}: {len(ranked)} finished trial(s), no soup",
+                               highlight=False)
+        return
+    output = result.folder / "soup"
+    cooked = soup([t.folder for t in ranked], output, method="greedy",
+                  overwrite=output.exists())
+    metric = result.metric
+    terminal.console.print(f"greedy soup of {len(cooked.ingredients)} of the {len(ranked)} best "
+                           f"trials: dev {metric} {cooked.dev[metric]:.4f} (best trial "
+                           f"{ranked[0].dev[metric]:.4f}); written to {escape(str(output))}",
+                           highlight=False, soft_wrap=True)
+    if not with_test:
+        return
+    best_test = ranked[0].folder / "test.json"
+    if not best_test.is_file():
+        terminal.console.print(f"no {best_test}: the soup's test is not compared",
+                               highlight=False)
+        return
+    soup_test = test_of_export(ranked[0].recipe, output)
+    comparison = compare_results([f"best trial={best_test}", f"soup={soup_test}"],
+                                 baseline="best trial", test_metric=metric)
+    terminal.console.print(markdown_table(comparison, metric), highlight=False,
+                           soft_wrap=True)
+
+
+def test_of_export(recipe, model_folder: Path) -> Path:
+    """Evaluate an export on the recipe's test split as ``tapt train --test`` does; the
+    result is written beside it (``NAME-test.json``), in ``tapt eval --output``'s format."""
+    from tapt.encoders.factory import ModelOptions, load_model
+    from tapt.training.contrastive import load_recipe_data, report_on_test
+
+    dataset = load_recipe_data(recipe, with_test=True)
+    model, _ = load_model(str(model_folder), ModelOptions(dtype="float32"))
+    report = report_on_test(model, dataset, recipe, name=str(model_folder))
+    target = model_folder.with_name(f"{model_folder.name}-test.json")
+    report.write_json(target)
+    return target
+
+
 COMMANDS = {"soup": cmd_soup}

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from rich.markup import escape
 
+from tapt import bounds
 from tapt.cli import terminal
 from tapt.cli.options import (
     add_quiet_arg,
@@ -19,6 +20,7 @@ from tapt.cli.options import (
     data_inputs,
     family_help,
     fraction,
+    number_type,
     relevant_from,
     seed_list,
     tokens_per_batch,
@@ -326,6 +328,12 @@ def _add_sweep_parser(commands) -> None:
     sweep.add_argument("--test", action="store_true",
                        help="also evaluate each trial on the test split (reported, never used "
                             "to pick)")
+    sweep.add_argument("--soup", type=number_type(bounds.SOUP_SIZE, "soup_size"), default=None,
+                       metavar="K",
+                       help="then cook a greedy model soup of the K trials with the best dev "
+                            "metric into SWEEP/soup (tapt soup); with --test, its test "
+                            "metrics against the best trial's, with the paired test "
+                            f"[range: {bounds.SOUP_SIZE.documented}]")
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
@@ -358,6 +366,10 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                                f"{escape(trial.error or '')}", highlight=False, soft_wrap=True)
     terminal.console.print(f"sweep written to {result.folder / 'sweep.json'} and sweep.md",
                            highlight=False, soft_wrap=True)
+    if args.soup is not None:
+        from tapt.cli.selection import soup_of_sweep
+
+        soup_of_sweep(result, args.soup, with_test=args.test)
     return 1 if result.failed else 0
 
 

@@ -105,3 +105,23 @@ def test_merge_picks_on_a_run_folders_own_dev_set(runs, tmp_path, tiny_bert_path
     at_one = next(p for p in picked["grid"] if p["weights"] == [1.0, 0.0])
     assert at_one["binary_ndcg@10"] == pytest.approx(
         dev_of(runs[0] / "final", settings)["binary_ndcg@10"])
+
+
+def test_sweep_soup_cooks_the_best_trials_and_compares_on_test(make_recipe, tiny_beir_path,
+                                                               tmp_path, capsys):
+    import json
+
+    recipe_file, _ = make_recipe(
+        "swept", data_path=tiny_beir_path, data={"dev_distractors": 10},
+        training={"max_steps": 2, "eval_steps": 1, "per_device_batch_size": 3, "bf16": False})
+    folder = tmp_path / "sweep"
+    assert main(["sweep", str(recipe_file), "training.learning_rate=1e-3,3e-3,3e-2",
+                 "--output", str(folder), "--test", "--soup", "2"]) == 0
+    shown = capsys.readouterr().out
+    assert "greedy soup of" in shown and "of the 2 best trials" in shown
+    record = json.loads((folder / "soup" / "merge.json").read_text())["soup"]
+    trials = json.loads((folder / "sweep.json").read_text())["trials"]
+    best_two = sorted(trials, key=lambda t: -t["dev"]["binary_ndcg@10"])[:2]
+    assert {t["folder"] for t in best_two} >= set(record["ingredients"])
+    assert (folder / "soup-test.json").is_file()
+    assert "Δ" in shown and "best trial" in shown  # the paired test against the best trial
