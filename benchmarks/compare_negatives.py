@@ -12,7 +12,7 @@ Settings (each a full ``tapt train`` from the base model, best checkpoint on dev
 The winner is chosen on the dev metric only (``best dev`` of each run); test metrics are
 reported for every setting. Finished runs are reused, so an interrupted comparison resumes.
 
-Example (the README's tables)::
+Example (the tables of docs/mining.md)::
 
     python benchmarks/compare_negatives.py --data data/quickstart \\
         --recipe recipes/quickstart.yaml --out runs/negatives-quickstart

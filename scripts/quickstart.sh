@@ -32,7 +32,7 @@ systems=("BM25=$out/bm25-test.json" "zero-shot=$out/zero-shot-test.json" \
 if [ "$full" = 0 ]; then
   exec .venv/bin/tapt compare "${systems[@]}" --markdown "$out/test.md"
 fi
-# --full: TAPT with negatives mined by BM25 (the setting that won on dev, see the README).
+# --full: TAPT with negatives mined by BM25 (the setting that won on dev, see docs/mining.md).
 mined="$data/mined-bm25-k3.jsonl"
 if [ ! -f "$mined" ]; then
   .venv/bin/tapt mine --data "$data" --retriever bm25 --per-query 3 --output "$mined" --quiet

@@ -13,7 +13,7 @@ do, and are mixed into TAPT as their own dataset (``data.weak_pairs``):
 
 Only passages are read: no query and no qrels line of any split, so a test passage is
 as unlabelled here as in GPL's use of the target corpus. That is domain adaptation on the
-evaluation corpus, which the README states next to every figure that uses it.
+evaluation corpus, which docs/training.md states next to every figure that uses it.
 
 The sentence split is a small rule (a ``.``, ``!`` or ``?`` followed by white space and an
 upper-case letter or a digit), hand-written because the dependencies have no sentence
