@@ -171,7 +171,8 @@ def train_in(start: RunStart, recipe: Recipe, *, run_test: bool = False,
                                      mined_per_row=recipe.data.negatives_per_query,
                                      group_of=grouping,  # margin_mse / distill_kl: targets
                                      labels=labeler_for(recipe.loss, dataset,
-                                                        recipe.data.train_split))
+                                                        recipe.data.train_split,
+                                                        recipe.data.mined_negatives))
     train_rows, groups = train_rows if grouping is not None else (train_rows, None)
     dev_ids = subcorpus_ids(dataset, recipe.data.dev_split,
                             distractors=recipe.data.dev_distractors, seed=recipe.data.dev_seed)
