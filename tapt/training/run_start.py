@@ -234,7 +234,7 @@ def prepare_run_dir(recipe: Recipe | DaptRecipe, fingerprint: dict | None = None
     changed = settings + inputs
     finished = run.final.is_dir()
     incomplete = run.incomplete_checkpoints()
-    last = run.last_checkpoint()
+    last = run.last_checkpoint(incomplete)
     if not changed and not finished:
         for folder in incomplete:
             logger.warning("%s was cut short (no completion marker): it is skipped and the "
