@@ -313,7 +313,8 @@ class EmbeddingCache:
         if self.shards and rows.shape[1] != self.shards[0].rows.shape[1]:
             raise ValueError(f"rows of dimension {rows.shape[1]} do not match the cached "
                              f"{self.shards[0].rows.shape[1]}")
-        stored = rows.astype(self.storage_dtype, copy=False)
+        with np.errstate(over="ignore"):  # an overflow is found just below
+            stored = rows.astype(self.storage_dtype, copy=False)
         broken = nonfinite_rows(stored)
         if len(broken):
             logger.warning("embedding cache: %d of %d rows are not finite in %s storage; "
