@@ -47,7 +47,16 @@ class InUse:
     def acquire(self) -> InUse:
         for _ in range(5):  # prune may rename the folder away between our open and lock
             self.folder.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            except OSError:  # a read-only (shared) cache: a read-only lock still locks
+                try:
+                    fd = os.open(self.path, os.O_RDONLY)
+                except OSError as err:
+                    logger.warning("%s: cannot open its lock (%s); used without the lock "
+                                   "that keeps tapt cache prune away", self.folder,
+                                   err.strerror or err)
+                    return self
             try:
                 fcntl.flock(fd, fcntl.LOCK_SH)  # waits only while a prune deletes it
             except OSError as err:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import weakref
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
@@ -56,10 +57,25 @@ def corpus_digest(dataset: BeirDataset) -> str:
         (doc_id, corpus[doc_id].title, corpus[doc_id].text) for doc_id in sorted(corpus))
 
 
+_KNOWN: dict[int, tuple[weakref.ref, dict[str, dict[str, str]]]] = {}
+"""Digests already made of a dataset object, by split (a training reads its mined and its
+teacher file against one dataset: the corpus is read once)."""
+
+
 def dataset_digests(dataset: BeirDataset, split: str) -> dict[str, str]:
     """``{"corpus", "queries", "qrels"}`` digests of ``dataset`` for ``split``: of their
     files where it was read from files (a split carved from a file's queries in memory is
-    still that file's), else of their content."""
+    still that file's), else of their content. Made once per dataset object and split."""
+    known = _KNOWN.get(id(dataset))
+    if known is None or known[0]() is not dataset:
+        known = (weakref.ref(dataset, lambda _, key=id(dataset): _KNOWN.pop(key, None)), {})
+        _KNOWN[id(dataset)] = known
+    if split not in known[1]:
+        known[1][split] = _digests(dataset, split)
+    return dict(known[1][split])
+
+
+def _digests(dataset: BeirDataset, split: str) -> dict[str, str]:
     queries, qrels = dataset.queries, dataset.split(split)
     queries_file = _local(dataset, "queries.jsonl")
     qrels_file = Path(dataset.files[split]) if split in dataset.files else None

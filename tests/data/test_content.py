@@ -64,3 +64,18 @@ def test_check_made_from(tiny_beir_path, tmp_path, caplog):
     path.write_text("{} \n")
     with pytest.raises(DataError, match=r"since tapt mine wrote it .*delete made.jsonl.digest"):
         check_made_from(path, dataset, "train", made_by="tapt mine")
+
+
+def test_a_dataset_is_digested_once_per_split(tiny_beir_path, monkeypatch):
+    from tapt.data import content
+
+    read: list[str] = []
+    original = content.file_digest
+    monkeypatch.setattr(content, "file_digest", lambda path: read.append(path) or original(path))
+    dataset = load_beir_folder(tiny_beir_path)
+    first = dataset_digests(dataset, "train")
+    assert dataset_digests(dataset, "train") == first and len(read) == 3
+    dataset_digests(dataset, "dev")
+    assert len(read) == 6
+    assert dataset_digests(load_beir_folder(tiny_beir_path), "train") == first
+    assert len(read) == 9  # another dataset object: read again
