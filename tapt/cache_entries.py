@@ -23,6 +23,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Self
 
 logger = logging.getLogger(__name__)
 
@@ -44,7 +45,7 @@ class InUse:
     def path(self) -> Path:
         return self.folder / IN_USE_LOCK
 
-    def acquire(self) -> InUse:
+    def acquire(self) -> Self:
         for _ in range(5):  # prune may rename the folder away between our open and lock
             self.folder.mkdir(parents=True, exist_ok=True)
             try:
@@ -81,7 +82,7 @@ class InUse:
             os.close(self.fd)
             self.fd = None
 
-    def __enter__(self) -> InUse:
+    def __enter__(self) -> Self:
         return self.acquire()
 
     def __exit__(self, *exc) -> None:

@@ -151,6 +151,6 @@ def check_sidecar(path: str | os.PathLike) -> str | None:
     return mismatch(path, body)
 
 
-__all__ = ["ALGORITHM", "BLOCK_BYTES", "DigestMismatch", "SIDECAR_SUFFIX", "bytes_digest",
+__all__ = ["ALGORITHM", "BLOCK_BYTES", "SIDECAR_SUFFIX", "DigestMismatch", "bytes_digest",
            "check_sidecar", "file_digest", "file_record", "mismatch", "read_sidecar",
            "remove_sidecar", "sidecar_path", "write_sidecar"]

@@ -25,8 +25,14 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from tapt.data.beir import BeirDataset, DataError
-from tapt.digests import ALGORITHM, DigestMismatch, file_digest, mismatch, read_sidecar, \
-    sidecar_path
+from tapt.digests import (
+    ALGORITHM,
+    DigestMismatch,
+    file_digest,
+    mismatch,
+    read_sidecar,
+    sidecar_path,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -66,10 +72,11 @@ def dataset_digests(dataset: BeirDataset, split: str) -> dict[str, str]:
     """``{"corpus", "queries", "qrels"}`` digests of ``dataset`` for ``split``: of their
     files where it was read from files (a split carved from a file's queries in memory is
     still that file's), else of their content. Made once per dataset object and split."""
-    known = _KNOWN.get(id(dataset))
+    key = id(dataset)
+    known = _KNOWN.get(key)
     if known is None or known[0]() is not dataset:
-        known = (weakref.ref(dataset, lambda _, key=id(dataset): _KNOWN.pop(key, None)), {})
-        _KNOWN[id(dataset)] = known
+        known = (weakref.ref(dataset, lambda _: _KNOWN.pop(key, None)), {})
+        _KNOWN[key] = known
     if split not in known[1]:
         known[1][split] = _digests(dataset, split)
     return dict(known[1][split])

@@ -23,7 +23,9 @@ finite is never stored (nor one that overflows ``float16`` storage), and
 Failures and concurrency: a cache that cannot be written (read-only, disk full, its folder
 deleted) warns and the work goes on uncached; a process holds its model key's
 :class:`~tapt.cache_entries.InUse` lock while it uses it, so ``tapt cache prune`` never
-deletes a folder whose shards are being written or read. sentence-transformers has no embedding cache and the API encoders' SQLite cache
+deletes a folder whose shards are being written or read.
+
+sentence-transformers has no embedding cache and the API encoders' SQLite cache
 (``tapt.encoders.api.cache``) holds one row per request text, which would not memory-map a
 million vectors: hence this module.
 
@@ -50,6 +52,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Self
 
 import numpy as np
 
@@ -182,7 +185,7 @@ class EmbeddingCache:
         """Release the folder's lock (``tapt cache prune`` may delete it again)."""
         self.in_use.release()
 
-    def __enter__(self) -> EmbeddingCache:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -215,10 +218,10 @@ class EmbeddingCache:
             manifest = json.loads(manifest_path.read_text())
             files = manifest.get("files") if isinstance(manifest, dict) else None
             if not isinstance(files, dict):
-                raise ValueError("its manifest records no content digests (written by an "
-                                 "older tapt)")
+                raise TypeError("its manifest records no content digests (written by an "
+                                "older tapt)")
             problem = mismatch(digests_path, files.get("digests.npy"))
-            if problem is None and mismatch_size(rows_path, files.get("rows.npy")):
+            if problem is None and _size_differs(rows_path, files.get("rows.npy")):
                 problem = mismatch(rows_path, files.get("rows.npy"))  # the size says it
             if problem is not None:
                 raise ValueError(problem)
@@ -361,7 +364,7 @@ class EmbeddingCache:
         return shard
 
 
-def mismatch_size(path: Path, record: object) -> bool:
+def _size_differs(path: Path, record: object) -> bool:
     """True when ``path``'s size differs from ``record``'s (cheap: no read)."""
     try:
         return not isinstance(record, dict) or os.stat(path).st_size != record.get("bytes")

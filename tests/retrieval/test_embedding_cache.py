@@ -218,7 +218,7 @@ def test_a_shard_is_checked_when_first_hit_and_only_then(tmp_path, caplog):
     first = EmbeddingCache(tmp_path, {"model": "m"})
     first.put(["a"], _rows(1, seed=1))
     first.put(["b"], _rows(1, seed=2))
-    rows_a = sorted(first.folder.glob("shard-*.rows.npy"))[0]
+    rows_a = min(first.folder.glob("shard-*.rows.npy"))
     stored = np.load(rows_a)
     np.save(rows_a, stored + 1)  # same size, other content
     cache = EmbeddingCache(tmp_path, {"model": "m"})

@@ -52,10 +52,9 @@ def assert_same_run(a: dict, b: dict) -> None:
     """The same ranking, scores equal to float32 rounding (a passage encoded alone may differ
     in the last bits from one encoded in a batch)."""
     assert a.keys() == b.keys()
-    for query_id in a:
-        assert list(a[query_id]) == list(b[query_id]) or \
-            sorted(a[query_id]) == sorted(b[query_id])
-        for doc_id, value in a[query_id].items():
+    for query_id, row in a.items():
+        assert sorted(row) == sorted(b[query_id])
+        for doc_id, value in row.items():
             assert value == pytest.approx(b[query_id][doc_id], abs=1e-5)
 
 
@@ -274,7 +273,7 @@ def test_a_cache_write_on_a_full_disk_warns_and_the_work_goes_on(store, tiny_bei
     cache = tmp_path / "cache"
     done = subprocess.run([sys.executable, "-c", DISK_FULL, str(tiny_beir_path), str(cache),
                            "2048", store], env={**ENV, "PYTHONPATH": os.pathsep.join(sys.path)},
-                          capture_output=True, text=True, timeout=300)
+                          capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout.splitlines()[-1])
     if store == "arrow":
@@ -452,7 +451,7 @@ def test_a_sweep_does_not_keep_finished_trials_after_the_teacher_changes(
     from tapt.training.sweep import plan_sweep
 
     scores = score(synth_path, tmp_path / "teacher.jsonl")
-    recipe_file, output = make_recipe("sweep", data=ROWS,
+    recipe_file, _ = make_recipe("sweep", data=ROWS,
                                       loss={**DISTILL, "teacher_scores": str(scores)},
                                       training={"max_steps": 2, "eval_steps": 2})
     axes = ["training.learning_rate=1e-4,1e-3"]
