@@ -118,7 +118,8 @@ def _complete(folder: Path, legacy: bool) -> bool:
             continue
         problem = mismatch(folder / name, record)
         if problem is not None:
-            logger.warning("%s: %s %s; the checkpoint is not resumed", folder, name, problem)
+            logger.warning("%s: %s %s; the checkpoint counts as incomplete (it is neither "
+                           "resumed nor averaged)", folder, name, problem)
             return False
     return True
 
