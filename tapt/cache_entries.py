@@ -1,42 +1,153 @@
 """What ``tapt cache ls | prune`` lists and deletes: embedding-cache model keys and
-cached Arrow corpora, each with its size and last use."""
+cached Arrow corpora, each with its size and last use; and the lock that keeps prune off a
+cache folder a process is using.
+
+Every process that reads or writes an embedding-cache model key holds a shared
+``fcntl.flock`` on its ``in-use.lock`` (:class:`InUse`); prune deletes a folder only while
+it holds that lock exclusively, and skips (with a warning) one it cannot lock: a shard being
+written never vanishes. A deleted folder is first renamed aside, so a process that opens
+the key meanwhile makes a fresh folder instead of writing into one being removed. The
+kernel drops a lock when its process dies, so a killed run blocks nothing. An Arrow corpus
+needs no lock: it is written under another name and renamed whole, and a process that maps
+it keeps its pages after a delete.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import logging
+import os
 import shutil
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Self
+
+logger = logging.getLogger(__name__)
+
+IN_USE_LOCK = "in-use.lock"
+"""The lock file inside a cache folder (held shared while in use, exclusively to delete)."""
+
+
+class InUse:
+    """A shared lock on ``folder/in-use.lock`` (the folder is created); a context manager.
+
+    Where the filesystem cannot lock (some network mounts), the folder is used unlocked
+    with a warning."""
+
+    def __init__(self, folder: str | os.PathLike) -> None:
+        self.folder = Path(folder)
+        self.fd: int | None = None
+
+    @property
+    def path(self) -> Path:
+        return self.folder / IN_USE_LOCK
+
+    def acquire(self) -> Self:
+        for _ in range(5):  # prune may rename the folder away between our open and lock
+            self.folder.mkdir(parents=True, exist_ok=True)
+            try:
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            except OSError:  # a read-only (shared) cache: a read-only lock still locks
+                try:
+                    fd = os.open(self.path, os.O_RDONLY)
+                except OSError as err:
+                    logger.warning("%s: cannot open its lock (%s); used without the lock "
+                                   "that keeps tapt cache prune away", self.folder,
+                                   err.strerror or err)
+                    return self
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH)  # waits only while a prune deletes it
+            except OSError as err:
+                os.close(fd)
+                logger.warning("%s: cannot lock it (%s); used without the lock that keeps "
+                               "tapt cache prune away", self.folder, err.strerror or err)
+                return self
+            try:
+                same = os.stat(self.path).st_ino == os.fstat(fd).st_ino
+            except FileNotFoundError:
+                same = False
+            if same:
+                self.fd = fd
+                return self
+            os.close(fd)
+        logger.warning("%s keeps being deleted by another process; used without its lock",
+                       self.folder)
+        return self
+
+    def release(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+    def __enter__(self) -> Self:
+        return self.acquire()
+
+    def __exit__(self, *exc) -> None:
+        self.release()
 
 
 @dataclass
 class CacheEntry:
     """One deletable cache item: an embedding-cache model key's folder or an Arrow corpus
-    file; ``key`` describes it, ``rows`` counts passages, ``last_used`` is a timestamp."""
+    file; ``key`` describes it, ``rows`` counts passages, ``last_used`` is a timestamp;
+    ``lock``: its :class:`InUse` lock file, if it has one; ``also``: files deleted with it
+    (a digest record)."""
 
     path: Path
     key: dict
     rows: int
     bytes: int
     last_used: float
+    lock: Path | None = None
+    also: tuple[Path, ...] = ()
 
     @property
     def folder(self) -> Path:
         """The entry's path (a model key's folder)."""
         return self.path
 
-    def delete(self) -> None:
-        if self.path.is_dir():
-            shutil.rmtree(self.path, ignore_errors=True)
+    def delete(self) -> bool:
+        """Delete it; False (nothing deleted) when a process holds its lock."""
+        if self.lock is None or not self.path.is_dir():
+            self._remove(self.path)
+            return True
+        try:
+            fd = os.open(self.lock, os.O_RDWR | os.O_CREAT, 0o644)
+        except FileNotFoundError:
+            return True  # deleted meanwhile
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return False
+            aside = self.path.with_name(f".{self.path.name}.deleting-{os.getpid()}")
+            try:
+                self.path.rename(aside)
+            except OSError:
+                aside = self.path
+            self._remove(aside)
+            return True
+        finally:
+            os.close(fd)
+
+    def _remove(self, path: Path) -> None:
+        if path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
         else:
-            self.path.unlink(missing_ok=True)
+            path.unlink(missing_ok=True)
+        for extra in self.also:
+            with contextlib.suppress(OSError):
+                extra.unlink(missing_ok=True)
 
 
 def prune_entries(entries: Iterable[CacheEntry], *, older_than_days: float | None = None,
                   keep_bytes: int | None = None) -> list[CacheEntry]:
     """Delete the entries unused for ``older_than_days``, then the least recently used
-    until the rest hold at most ``keep_bytes``; returns what was deleted."""
+    until the rest hold at most ``keep_bytes``; returns what was deleted. An entry a
+    process is using (its lock is held) is kept, with a warning."""
     if older_than_days is not None and older_than_days < 0:
         raise ValueError(f"older_than_days must be >= 0, got {older_than_days}")
     if keep_bytes is not None and keep_bytes < 0:
@@ -49,10 +160,13 @@ def prune_entries(entries: Iterable[CacheEntry], *, older_than_days: float | Non
         stale = older_than_days is not None and now - entry.last_used > older_than_days * 86400
         too_big = keep_bytes is not None and total > keep_bytes
         if stale or too_big:
-            entry.delete()
+            if not entry.delete():
+                logger.warning("%s is in use by a running process (it holds %s): kept",
+                               entry.path, IN_USE_LOCK)
+                continue
             total -= entry.bytes
             deleted.append(entry)
     return deleted
 
 
-__all__ = ["CacheEntry", "prune_entries"]
+__all__ = ["IN_USE_LOCK", "CacheEntry", "InUse", "prune_entries"]

@@ -22,7 +22,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "tapt"
 LAYERS = ["ground", "data", "recipe", "encoders", "retrieval/hub", "training", "analysis",
           "cli"]
 GROUND = {"ids", "files", "redaction", "retry", "bounds", "families", "model_paths", "finite",
-          "provenance", "mapped_file", "cache_entries", "outputs"}
+          "provenance", "mapped_file", "cache_entries", "outputs", "digests"}
 """The modules directly inside ``tapt/`` that form the ground floor (standard library and
 numpy only, no other tapt layer)."""
 TOP_LEVEL = {"recipe": "recipe", "recipe_keys": "recipe", "cli": "cli", "cli_options": "cli",

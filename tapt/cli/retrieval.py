@@ -246,8 +246,10 @@ def cmd_mine(args: argparse.Namespace) -> int:
             loader.close()
     if not is_main():  # under torchrun rank 0 alone writes and prints
         return 0
+    from tapt.data.content import made_from
+
     write_mined(args.output, records, retriever=retriever.name, settings=settings,
-                data=dataset.source, split=args.split)
+                data=dataset.source, split=args.split, made_from=made_from(dataset, args.split))
     terminal.console.print(summary_table(summary, settings,
                                          f"mined {args.split} negatives with {retriever.name}"))
     terminal.console.print(f"written to {args.output}")
@@ -315,8 +317,11 @@ def cmd_score(args: argparse.Namespace) -> int:
             loader.close()
     if not is_main():  # under torchrun rank 0 alone writes and prints
         return 0
+    from tapt.data.content import made_from
+
     write_teacher_scores(args.output, scores, teacher=retriever.name, data=dataset.source,
-                         split=args.split, mined=None if args.mined is None else str(args.mined))
+                         split=args.split, mined=None if args.mined is None else str(args.mined),
+                         made_from=made_from(dataset, args.split))
     count = sum(len(row) for row in scores.values())
     terminal.console.print(f"{count:,} teacher scores ({retriever.name}) for {len(scores):,} "
                            f"{args.split} queries written to {args.output}", highlight=False)

@@ -16,17 +16,24 @@ works unchanged; :func:`corpus_texts` gives the lazy ``Sequence[str]`` the encod
 in chunks.
 
 The Arrow file is cached under ``cache_dir`` (default ``$TAPT_CACHE_DIR/corpus`` or
-``~/.cache/tapt/corpus``), keyed by the file's path, size and mtime and the validation
-options, and reused while the file is unchanged (it was validated when written); a new
-version of the file replaces the old one's Arrow file (a 1M-passage corpus takes ~6 GB).
+``~/.cache/tapt/corpus``), keyed by the file's path, a SHA-256 of its content (one streamed
+pass, :mod:`tapt.digests`: an edit that keeps the size and mtime is a new version) and the
+validation options, and reused while the content is unchanged (it was validated when
+written); a new version of the file replaces the old one's Arrow file (a 1M-passage corpus
+takes ~6 GB). The Arrow file's own digest is written beside it (``NAME.arrow.digest.json``)
+and checked before it is mapped: a truncated, garbled or unrecorded file is a miss, deleted
+and rebuilt with a warning naming it. A cache that cannot be written (read-only, disk full)
+warns and the corpus is held in memory as an Arrow table for the run.
 pyarrow is used directly (``datasets`` would add its own cache and fingerprints for
 nothing here); it is imported when an Arrow corpus is opened.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import logging
 import os
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -37,7 +44,10 @@ import numpy as np
 
 from tapt.cache_entries import CacheEntry
 from tapt.data.beir import Passage, checked_passages, iter_jsonl
+from tapt.digests import check_sidecar, file_digest, file_record, sidecar_path, write_sidecar
 from tapt.mapped_file import MappedFile
+
+logger = logging.getLogger(__name__)
 
 CorpusStore = Literal["memory", "arrow", "auto"]
 CORPUS_STORES = ("memory", "arrow", "auto")
@@ -46,8 +56,8 @@ AUTO_ARROW_BYTES = 256 * 2**20
 is read into Arrow, a smaller one into a dict."""
 BATCH_ROWS = 4096
 """Passages per Arrow record batch written."""
-FORMAT = 1
-"""Bumped when the cached file's layout changes."""
+FORMAT = 2
+"""Bumped when the cached file's layout changes (2: keyed by content, with a digest)."""
 CACHED_NAME = re.compile(r"[0-9a-f]{16}-[0-9a-f]{16}\.arrow")
 """The names :func:`cached_arrow_corpus` gives its files (``tapt cache`` touches no other)."""
 SOURCE_KEY = "tapt.source"
@@ -131,16 +141,19 @@ class PassageTexts(Sequence[str]):
 class ArrowCorpus(Mapping[str, Passage]):
     """``corpus id -> Passage`` over a memory-mapped Arrow table (ids in file order).
 
-    ``path``: the Arrow file; ``source``: the corpus file it was read from (messages);
-    ``mapped``: the mapping of ``path`` the table reads from, if any."""
+    ``path``: the Arrow file (None: a table held in memory, the cache could not be
+    written); ``source``: the corpus file it was read from (messages); ``mapped``: the
+    mapping of ``path`` the table reads from, if any; ``source_digest``: the SHA-256 of the
+    corpus file it was read from, when it is a local file (its cache key)."""
 
-    def __init__(self, table, ids: dict[str, int], path: Path, source: str,
+    def __init__(self, table, ids: dict[str, int], path: Path | None, source: str,
                  mapped: MappedFile | None = None) -> None:
         self.table = table
         self.rows = ids
         self.path = path
         self.source = source
         self.mapped = mapped
+        self.source_digest: str | None = None
 
     def __getitem__(self, doc_id: str) -> Passage:
         row = self.rows[doc_id]
@@ -196,16 +209,18 @@ def subset_texts(texts: Sequence[str], positions: np.ndarray) -> Sequence[str]:
 def open_arrow_corpus(path: str | os.PathLike, *, allow_empty: bool = False,
                       cache_dir: str | os.PathLike | None = None) -> ArrowCorpus:
     """The validated corpus of ``corpus.jsonl`` at ``path`` as an :class:`ArrowCorpus`,
-    from the cache when the file is unchanged, else written there by one streamed pass."""
+    from the cache when the file's content is unchanged, else written there by one
+    streamed pass."""
     path = Path(path)
     if not path.is_file():
         from tapt.data.beir import read_corpus
 
         read_corpus(path)  # the dict reader's message for a missing or odd file
-    stat = path.stat()
-    return cached_arrow_corpus(lambda: iter_jsonl(path), str(path), str(path.resolve()),
-                               [stat.st_size, stat.st_mtime_ns], allow_empty=allow_empty,
-                               cache_dir=cache_dir)
+    content = file_digest(path)  # the key: what the file holds, not its size and mtime
+    corpus = cached_arrow_corpus(lambda: iter_jsonl(path), str(path), str(path.resolve()),
+                                 [content], allow_empty=allow_empty, cache_dir=cache_dir)
+    corpus.source_digest = content
+    return corpus
 
 
 def cached_arrow_corpus(records: Callable[[], Iterable[tuple[int, dict]]], label: str,
@@ -213,55 +228,121 @@ def cached_arrow_corpus(records: Callable[[], Iterable[tuple[int, dict]]], label
                         cache_dir: str | os.PathLike | None = None) -> ArrowCorpus:
     """The :class:`ArrowCorpus` of the ``(line, record)`` pairs ``records()`` gives: the
     cached file of ``origin`` (what the corpus is: a resolved path, a Hub dataset) at
-    ``version`` (what changes with its content), else written by validating them once
-    (errors name ``label``), replacing the file of an earlier version."""
+    ``version`` (what changes with its content), when its digest checks, else written by
+    validating them once (errors name ``label``), replacing the file of an earlier
+    version. A cache that cannot be written gives a table in memory, with a warning."""
     key = json.dumps([FORMAT, *version, bool(allow_empty)])
     folder = Path(cache_dir) if cache_dir is not None else default_corpus_cache()
     prefix = _digest(origin)
     target = folder / f"{prefix}-{_digest(key)}.arrow"
-    if not target.is_file():
-        write_arrow_corpus(records(), label, target, allow_empty=allow_empty, origin=origin)
-        for stale in folder.glob(f"{prefix}-*.arrow"):  # earlier versions of this corpus
-            if stale != target:
-                stale.unlink(missing_ok=True)  # a process mapping it keeps its pages
-    else:
+    if target.is_file():
+        corpus = open_cached(target, label)
+        if corpus is not None:
+            with contextlib.suppress(OSError):  # a read-only (shared) cache: used as it is
+                os.utime(target)  # its mtime is its last use (for `tapt cache prune`)
+            return corpus
+    try:
+        corpus = write_arrow_corpus(records(), label, target, allow_empty=allow_empty,
+                                    origin=origin)
+    except OSError as err:
+        logger.warning("corpus cache %s cannot be written (%s); the corpus is held in "
+                       "memory for this run", target, err.strerror or err)
+        return memory_arrow_corpus(records(), label, allow_empty=allow_empty, origin=origin)
+    for stale in folder.glob(f"{prefix}-*.arrow"):  # earlier versions of this corpus
+        if stale != target:
+            _remove_cached(stale)  # a process mapping it keeps its pages
+    return corpus
+
+
+def open_cached(target: Path, label: str) -> ArrowCorpus | None:
+    """The cached file ``target`` mapped, once its content matches its digest record;
+    None (it is deleted, with a warning naming it) when it does not or cannot be read."""
+    import pyarrow as pa
+
+    problem = check_sidecar(target)
+    if problem is None:
         try:
-            os.utime(target)  # its mtime is its last use (for `tapt cache prune`)
-        except OSError:
-            pass  # a read-only (shared) cache: used as it is
-    return map_arrow_corpus(target, label)
+            return map_arrow_corpus(target, label)
+        except (OSError, ValueError, KeyError, pa.ArrowException) as err:
+            problem = f"unreadable ({type(err).__name__}: {err})"
+    logger.warning("corpus cache %s: %s; it is rebuilt from %s", target, problem, label)
+    _remove_cached(target)
+    return None
+
+
+def _remove_cached(path: Path) -> None:
+    for name in (path, sidecar_path(path)):
+        with contextlib.suppress(OSError):
+            name.unlink(missing_ok=True)
 
 
 def _digest(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def write_arrow_corpus(records: Iterable[tuple[int, dict]], source: str | os.PathLike,
-                       target: Path, *, allow_empty: bool = False,
-                       origin: str | None = None) -> None:
-    """Validate ``(line, record)`` pairs (:func:`~tapt.data.beir.checked_passages`: errors
-    name ``source``) and write them to the Arrow IPC file ``target`` (atomically: a partial
-    file never stays); ``origin`` (default ``source``) is recorded for ``tapt cache ls``."""
+def _schema(origin: str):
     import pyarrow as pa
 
-    schema = pa.schema([("_id", pa.string()), ("title", pa.string()), ("text", pa.string())],
-                       metadata={SOURCE_KEY: str(origin if origin is not None else source)})
+    return pa.schema([("_id", pa.string()), ("title", pa.string()), ("text", pa.string())],
+                     metadata={SOURCE_KEY: origin})
+
+
+def record_batches(records: Iterable[tuple[int, dict]], source: str | os.PathLike, schema, *,
+                   allow_empty: bool = False) -> Iterator:
+    """Validated ``(line, record)`` pairs (:func:`~tapt.data.beir.checked_passages`:
+    errors name ``source``) as Arrow record batches of :data:`BATCH_ROWS` passages."""
+    import pyarrow as pa
+
+    columns: tuple[list, list, list] = ([], [], [])
+    for doc_id, passage in checked_passages(records, source, allow_empty=allow_empty):
+        for column, value in zip(columns, (doc_id, passage.title, passage.text)):
+            column.append(value)
+        if len(columns[0]) >= BATCH_ROWS:
+            yield pa.record_batch(list(columns), schema=schema)
+            columns = ([], [], [])
+    if columns[0]:
+        yield pa.record_batch(list(columns), schema=schema)
+
+
+def write_arrow_corpus(records: Iterable[tuple[int, dict]], source: str | os.PathLike,
+                       target: Path, *, allow_empty: bool = False,
+                       origin: str | None = None) -> ArrowCorpus:
+    """Validate ``(line, record)`` pairs (errors name ``source``), write them to the Arrow
+    IPC file ``target`` with its digest record beside it (atomically: a partial file never
+    stays), and return it mapped (mapped before it is renamed into place, so a ``tapt cache
+    prune`` meanwhile cannot take it away). ``origin`` (default ``source``) is recorded for
+    ``tapt cache ls``. A full or read-only disk raises ``OSError``."""
+    import pyarrow as pa
+
+    schema = _schema(str(origin if origin is not None else source))
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_name(f"{target.name}.{os.getpid()}.partial")
-    columns: tuple[list, list, list] = ([], [], [])
     try:
         with pa.OSFile(str(partial), "wb") as sink, pa.ipc.new_file(sink, schema) as writer:
-            for doc_id, passage in checked_passages(records, source, allow_empty=allow_empty):
-                for column, value in zip(columns, (doc_id, passage.title, passage.text)):
-                    column.append(value)
-                if len(columns[0]) >= BATCH_ROWS:
-                    writer.write_batch(pa.record_batch(list(columns), schema=schema))
-                    columns = ([], [], [])
-            if columns[0]:
-                writer.write_batch(pa.record_batch(list(columns), schema=schema))
-        os.replace(partial, target)
+            for batch in record_batches(records, source, schema, allow_empty=allow_empty):
+                writer.write_batch(batch)
+        corpus = map_arrow_corpus(partial, str(source))
+        write_sidecar(target, file_record(partial))
+        try:
+            os.replace(partial, target)
+        except OSError:
+            sidecar_path(target).unlink(missing_ok=True)
+            raise
+        corpus.path = target
+        return corpus
     finally:
         partial.unlink(missing_ok=True)
+
+
+def memory_arrow_corpus(records: Iterable[tuple[int, dict]], source: str | os.PathLike, *,
+                        allow_empty: bool = False, origin: str | None = None) -> ArrowCorpus:
+    """:func:`write_arrow_corpus` without a file: the validated table held in memory."""
+    import pyarrow as pa
+
+    schema = _schema(str(origin if origin is not None else source))
+    table = pa.Table.from_batches(list(record_batches(records, source, schema,
+                                                      allow_empty=allow_empty)), schema=schema)
+    return ArrowCorpus(table, _id_rows(table), None, str(source))
 
 
 def map_arrow_corpus(target: Path, source: str) -> ArrowCorpus:
@@ -272,12 +353,17 @@ def map_arrow_corpus(target: Path, source: str) -> ArrowCorpus:
     mapped = MappedFile(target)
     table = pa.ipc.open_file(pa.BufferReader(mapped.buffer())).read_all()
     mapped.data_bytes = max(int(table.nbytes), 1)
+    rows = _id_rows(table)
+    mapped.release()  # the id column's pages: read once, not needed again
+    return ArrowCorpus(table, rows, target, source, mapped)
+
+
+def _id_rows(table) -> dict[str, int]:
     rows: dict[str, int] = {}
     for chunk in table.column("_id").chunks:
         for doc_id in chunk.to_pylist():
             rows[doc_id] = len(rows)
-    mapped.release()  # the id column's pages: read once, not needed again
-    return ArrowCorpus(table, rows, target, source, mapped)
+    return rows
 
 
 def list_corpus_files(folder: str | os.PathLike | None = None) -> list[CacheEntry]:
@@ -303,12 +389,13 @@ def list_corpus_files(folder: str | os.PathLike | None = None) -> list[CacheEntr
         except (OSError, pa.ArrowInvalid):
             rows, metadata = 0, {}  # a damaged file: listed, and pruned like any other
         corpus = metadata.get(SOURCE_KEY.encode(), b"?").decode()
+        record = sidecar_path(path)
         entries.append(CacheEntry(path, {"kind": "corpus", "source": corpus}, rows,
-                                  stat.st_size, stat.st_mtime))
+                                  stat.st_size, stat.st_mtime, also=(record,)))
     return sorted(entries, key=lambda e: -e.last_used)
 
 
 __all__ = ["AUTO_ARROW_BYTES", "CORPUS_STORES", "ArrowCorpus", "CorpusStore",
            "PassageTexts", "cached_arrow_corpus", "choose_store", "corpus_texts",
-           "default_corpus_cache", "list_corpus_files", "open_arrow_corpus",
-           "store_for_bytes", "subset_texts", "write_arrow_corpus"]
+           "default_corpus_cache", "list_corpus_files", "memory_arrow_corpus",
+           "open_arrow_corpus", "store_for_bytes", "subset_texts", "write_arrow_corpus"]

@@ -4,7 +4,9 @@ Every line must be a JSON object with a ``query_id`` of the training split and a
 ``negatives`` list of objects whose ``id`` is a corpus passage that is not an anchor of
 that query (relevant under the dataset's relevance rule); ids follow :mod:`tapt.ids`;
 ``rank`` and ``score``, when present, must be numbers. A bad line is an error naming the
-file, the line and the field, raised before any model is loaded.
+file, the line and the field, raised before any model is loaded. First, the digest record
+``tapt mine`` writes beside the file is checked (:func:`tapt.data.content.check_made_from`):
+a file changed since, or mined from other data or another split, is refused naming it.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tapt.data.beir import BeirDataset, DataError, check_id, iter_jsonl
+from tapt.data.content import check_made_from
 from tapt.finite import finite_number
 
 
@@ -22,6 +25,7 @@ def read_mined(path: str | Path, dataset: BeirDataset, split: str) -> dict[str, 
     path = Path(path)
     if not path.is_file():
         raise DataError(path, "mined-negatives file not found (make it with tapt mine)")
+    check_made_from(path, dataset, split, made_by="tapt mine")
     qrels = dataset.split(split)
     carve = dataset.carved or {}
     carved_off = dataset.qrels.get(carve.get("split"), {}) \

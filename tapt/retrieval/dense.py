@@ -13,6 +13,7 @@ corpus encode. Under DDP each rank encodes a share and rank 0 searches
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -29,6 +30,8 @@ from tapt.retrieval.metrics import Run
 from tapt.retrieval.quantized_search import QuantizedIndex, check_precision
 from tapt.retrieval.search import ExactIndex, choose_backend, make_index
 from tapt.retrieval.sharding import all_reduce_sum, gather_rows, share, world
+
+logger = logging.getLogger(__name__)
 
 EXAMPLES_SHOWN = 5
 """Ids named in a non-finite error."""
@@ -112,11 +115,19 @@ def open_cache(encoder: Encoder, cache_dir: str | None,
                storage: str = "float32") -> EmbeddingCache | None:
     """The embedding cache of ``encoder``'s passages under ``cache_dir``, or None: no
     ``cache_dir``, an encoder whose ``cache_key`` is None (API encoders keep their own
-    cache; ``chunk-max`` has several rows per passage), or several processes."""
+    cache; ``chunk-max`` has several rows per passage), several processes, or a folder that
+    cannot be made (a warning: the work goes on uncached)."""
     if cache_dir is None or world()[1] > 1:
         return None
     key = encoder.cache_key("document")
-    return None if key is None else EmbeddingCache(cache_dir, key, storage_dtype=storage)
+    if key is None:
+        return None
+    try:
+        return EmbeddingCache(cache_dir, key, storage_dtype=storage)
+    except OSError as err:
+        logger.warning("embedding cache %s cannot be used (%s); the passages are encoded "
+                       "without it", cache_dir, err.strerror or err)
+        return None
 
 
 def passage_stream(encoder: Encoder, texts: Sequence[str], batch_size: int,
@@ -124,28 +135,39 @@ def passage_stream(encoder: Encoder, texts: Sequence[str], batch_size: int,
                    ) -> Iterator[EncodedBatch]:
     """Passage embeddings of ``texts``: the one path of every corpus encode (retrieval,
     ``--dims``, the analyses). With a ``cache``, the hits come first (in batches of
-    :data:`CACHED_ROWS_PER_BATCH`) and only
+    :data:`CACHED_ROWS_PER_BATCH`; a cached row that is not finite is a miss, as
+    :meth:`~tapt.retrieval.embedding_cache.CacheHits.finite_rows` says) and only
     the misses go through :func:`stream_embeddings`, their rows written back as they come
-    (:class:`CacheWriter`); positions always index ``texts``. ``tally`` (complete once the
-    generator is exhausted) counts the encoded texts' tokens and non-finite rows, with
-    ``from_cache`` the hits."""
+    (:class:`CacheWriter`); positions always index ``texts``; the cache is closed at the
+    end. ``tally`` (complete once the generator is exhausted) counts the encoded texts'
+    tokens and non-finite rows, with ``from_cache`` the hits."""
     misses, to_encode, digests = None, texts, None
-    if cache is not None:
-        hits = cache.lookup(texts)
-        digests = hits.digests
-        misses = np.flatnonzero(~hits.found)
-        to_encode = subset_texts(texts, misses)  # lazy for an Arrow corpus: no text copy
-        found = np.flatnonzero(hits.found)
-        for start in range(0, len(found), CACHED_ROWS_PER_BATCH):  # not one N x dim copy
-            part = found[start:start + CACHED_ROWS_PER_BATCH]
-            yield EncodedBatch(positions=part, embeddings=hits.rows(part), tokens=0)
-    writer = CacheWriter(cache, digests)
-    for batch in stream_embeddings(encoder, to_encode, "document", batch_size, tally):
-        if misses is not None:
-            batch.positions = misses[batch.positions]
-        writer.add(batch.positions, batch.embeddings)
-        yield batch
-    writer.flush()
+    try:
+        if cache is not None:
+            hits = cache.lookup(texts)
+            digests = hits.digests
+            found = np.flatnonzero(hits.found)
+            stale = [np.flatnonzero(~hits.found)]
+            for start in range(0, len(found), CACHED_ROWS_PER_BATCH):  # not one N x dim copy
+                part = found[start:start + CACHED_ROWS_PER_BATCH]
+                rows, broken = hits.finite_rows(part)
+                if len(broken):
+                    stale.append(broken)
+                    part = np.setdiff1d(part, broken)  # sorted, as rows are
+                if len(part):
+                    yield EncodedBatch(positions=part, embeddings=rows, tokens=0)
+            misses = np.unique(np.concatenate(stale))
+            to_encode = subset_texts(texts, misses)  # lazy for an Arrow corpus: no text copy
+        writer = CacheWriter(cache, digests)
+        for batch in stream_embeddings(encoder, to_encode, "document", batch_size, tally):
+            if misses is not None:
+                batch.positions = misses[batch.positions]
+            writer.add(batch.positions, batch.embeddings)
+            yield batch
+        writer.flush()
+    finally:
+        if cache is not None:
+            cache.close()
     if misses is not None:  # the tally counted positions into the misses
         tally.nonfinite_positions = misses[np.asarray(tally.nonfinite_positions,
                                                       dtype=np.int64)].tolist()

@@ -10,10 +10,22 @@ long-passage mode, chunk tokens and stride: ``Encoder.cache_key``, built by
 digest of the exact text encoded. So C0 and C1 share the passages they have
 in common, and a changed passage misses alone.
 
-Crash safety: a shard is its rows file, its digests file and a manifest written last (atomic
-renames); a shard without a manifest is a partial write and is deleted; a manifest whose files
-have the wrong size or dtype is stale and the shard is deleted (with a warning) and re-encoded,
-never used. sentence-transformers has no embedding cache and the API encoders' SQLite cache
+Crash safety and trust: a shard is its rows file, its digests file and a manifest written
+last (atomic renames) that records both files' content digests (:mod:`tapt.digests`); a shard
+without a manifest is a partial write and is deleted; a shard whose files differ from their
+manifest (size, dtype, content: a truncated, garbled or reordered file) or whose manifest
+records no digests (an older tapt) is deleted (with a warning) and re-encoded, never used.
+The digests file is checked when the shard is opened, the rows file the first time a lookup
+hits it (one pass over it; its cost: ``benchmarks/bench_digests.py``). A row that is not
+finite is never stored (nor one that overflows ``float16`` storage), and
+:func:`tapt.retrieval.dense.passage_stream` checks cached rows as it checks fresh ones.
+
+Failures and concurrency: a cache that cannot be written (read-only, disk full, its folder
+deleted) warns and the work goes on uncached; a process holds its model key's
+:class:`~tapt.cache_entries.InUse` lock while it uses it, so ``tapt cache prune`` never
+deletes a folder whose shards are being written or read.
+
+sentence-transformers has no embedding cache and the API encoders' SQLite cache
 (``tapt.encoders.api.cache``) holds one row per request text, which would not memory-map a
 million vectors: hence this module.
 
@@ -40,10 +52,13 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Self
 
 import numpy as np
 
-from tapt.cache_entries import CacheEntry, prune_entries
+from tapt.cache_entries import IN_USE_LOCK, CacheEntry, InUse, prune_entries
+from tapt.digests import file_record, mismatch
+from tapt.finite import nonfinite_rows
 from tapt.mapped_file import MappedFile, map_npy
 
 # torch is imported only to read a model's weights for the cache key: importing tapt
@@ -91,6 +106,8 @@ class _Shard:
     digests: np.ndarray  # (n,) V16
     rows: np.ndarray  # (n, dim) memory-mapped from ``mapped``
     mapped: MappedFile
+    rows_record: dict  # the rows file's content digest, from the manifest
+    verified: bool = False  # the rows file was checked against ``rows_record``
 
 
 @dataclass
@@ -120,6 +137,21 @@ class CacheHits:
             shard.mapped.read(len(pick) * dim * shard.rows.itemsize)
         return out
 
+    def finite_rows(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`rows` with the check fresh rows get: ``(rows of the finite ones, in
+        order; the positions whose cached row holds a NaN or an infinity)``. Those are
+        misses to encode again, with a warning."""
+        positions = np.asarray(positions, dtype=np.int64)
+        rows = self.rows(positions)
+        broken = nonfinite_rows(rows)
+        if not len(broken):
+            return rows, positions[:0]
+        logger.warning("embedding cache: %d cached rows are not finite (NaN or infinite); "
+                       "they are encoded again", len(broken))
+        keep = np.ones(len(positions), dtype=bool)
+        keep[broken] = False
+        return rows[keep], positions[broken]
+
 
 class EmbeddingCache:
     """Cached rows of one model key under ``root``; ``get`` and ``put`` by text."""
@@ -132,16 +164,37 @@ class EmbeddingCache:
         self.key = dict(key)
         self.storage_dtype = storage_dtype
         self.folder = Path(root) / key_digest({**self.key, "storage": storage_dtype})
-        self.folder.mkdir(parents=True, exist_ok=True)
-        key_file = self.folder / KEY_FILE
-        if not key_file.exists():
-            _atomic_write(key_file, json.dumps({**self.key, "storage": storage_dtype},
-                                               indent=2, sort_keys=True, default=str))
-        else:
-            os.utime(key_file)  # its mtime is the key's last use (for `tapt cache prune`)
-        self.shards = self._load_shards()
+        self.in_use = InUse(self.folder).acquire()  # creates the folder; prune keeps off
         self.hits = 0
         self.misses = 0
+        self.unstored = 0
+        """Rows a failed write could not store (see :meth:`put_digests`)."""
+        key_file = self.folder / KEY_FILE
+        try:
+            if not key_file.exists():
+                _atomic_write(key_file, json.dumps({**self.key, "storage": storage_dtype},
+                                                   indent=2, sort_keys=True, default=str))
+            else:
+                os.utime(key_file)  # its mtime is the key's last use (for `tapt cache prune`)
+        except OSError as err:
+            logger.warning("embedding cache %s: cannot record its use (%s); it is read as "
+                           "it is", self.folder, err.strerror or err)
+        self.shards = self._load_shards()
+
+    def close(self) -> None:
+        """Release the folder's lock (``tapt cache prune`` may delete it again)."""
+        self.in_use.release()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        in_use = getattr(self, "in_use", None)
+        if in_use is not None:
+            in_use.release()
 
     def _load_shards(self) -> list[_Shard]:
         shards = []
@@ -150,7 +203,7 @@ class EmbeddingCache:
             stem = leftover.name.split(".")[0]
             # no manifest: a write that did not finish (or one another process is making)
             if stem not in manifests and _age_s(leftover) > ORPHAN_AGE_S:
-                leftover.unlink(missing_ok=True)
+                _unlink(leftover)
         for stem in sorted(manifests):
             shard = self._open(stem)
             if shard is not None:
@@ -159,45 +212,76 @@ class EmbeddingCache:
 
     def _open(self, stem: str) -> _Shard | None:
         manifest_path = self.folder / f"{stem}.json"
+        rows_path = self.folder / f"{stem}.rows.npy"
+        digests_path = self.folder / f"{stem}.digests.npy"
         try:
             manifest = json.loads(manifest_path.read_text())
-            mapped, rows = map_npy(self.folder / f"{stem}.rows.npy")
-            digests = np.load(self.folder / f"{stem}.digests.npy")
+            files = manifest.get("files") if isinstance(manifest, dict) else None
+            if not isinstance(files, dict):
+                raise TypeError("its manifest records no content digests (written by an "
+                                "older tapt)")
+            problem = mismatch(digests_path, files.get("digests.npy"))
+            if problem is None and _size_differs(rows_path, files.get("rows.npy")):
+                problem = mismatch(rows_path, files.get("rows.npy"))  # the size says it
+            if problem is not None:
+                raise ValueError(problem)
+            mapped, rows = map_npy(rows_path)
+            digests = np.load(digests_path)
             expected = (manifest["rows"], manifest["dim"])
             if rows.shape != expected or str(rows.dtype) != manifest["dtype"] or \
                     digests.shape != (manifest["rows"],) or \
                     digests.dtype != np.dtype(f"V{DIGEST_BYTES}"):
                 raise ValueError(f"shape {rows.shape}/{digests.shape} or dtype {rows.dtype} "
                                  f"differs from the manifest {manifest}")
-        except (OSError, ValueError, KeyError, json.JSONDecodeError) as err:
-            logger.warning("embedding cache: shard %s in %s is damaged (%s); deleting it, "
-                           "its passages will be encoded again", stem, self.folder, err)
-            for path in self.folder.glob(f"{stem}.*"):
-                path.unlink(missing_ok=True)
+        except (OSError, ValueError, KeyError, TypeError, json.JSONDecodeError) as err:
+            self._delete(stem, str(err))
             return None
-        return _Shard(stem, digests, rows, mapped)
+        return _Shard(stem, digests, rows, mapped, files["rows.npy"])
+
+    def _delete(self, stem: str, reason: str) -> None:
+        logger.warning("embedding cache: shard %s in %s is damaged (%s); deleting it, "
+                       "its passages will be encoded again", stem, self.folder, reason)
+        for path in self.folder.glob(f"{stem}.*"):
+            _unlink(path)
+
+    def _usable(self, shard: _Shard) -> bool:
+        """Check the shard's rows file against its manifest once (the first hit); a
+        mismatch deletes the shard."""
+        if not shard.verified:
+            problem = mismatch(self.folder / f"{shard.name}.rows.npy", shard.rows_record)
+            if problem is not None:
+                self._delete(shard.name, f"{shard.name}.rows.npy: {problem}")
+                self.shards = [s for s in self.shards if s is not shard]
+                return False
+            shard.verified = True
+        return True
 
     @property
     def size(self) -> int:
         return sum(len(s.digests) for s in self.shards)
 
     def lookup(self, texts: Sequence[str]) -> CacheHits:
-        """Where each of ``texts`` is cached (reads no rows: :meth:`CacheHits.rows` does)."""
+        """Where each of ``texts`` is cached (reads no rows: :meth:`CacheHits.rows` does,
+        but a shard hit for the first time is checked against its digest first)."""
         digests = text_digests(texts)
         found = np.zeros(len(texts), dtype=bool)
         shard_of = np.full(len(texts), -1, dtype=np.int64)
         row_of = np.full(len(texts), -1, dtype=np.int64)
-        for number, shard in enumerate(self.shards):
+        used: list[_Shard] = []
+        for shard in list(self.shards):
             order = np.argsort(shard.digests)
             ordered = shard.digests[order]
             spots = np.minimum(np.searchsorted(ordered, digests), len(ordered) - 1)
             match = (ordered[spots] == digests) & ~found
-            shard_of[match] = number
+            if not match.any() or not self._usable(shard):
+                continue
+            shard_of[match] = len(used)
             row_of[match] = order[spots[match]]
             found |= match
+            used.append(shard)
         self.hits += int(found.sum())
         self.misses += int((~found).sum())
-        return CacheHits(found, shard_of, row_of, list(self.shards), digests)
+        return CacheHits(found, shard_of, row_of, used, digests)
 
     def get(self, texts: Sequence[str]) -> tuple[np.ndarray | None, np.ndarray]:
         """``(rows, found)``: ``found[i]`` says whether text ``i`` is cached; ``rows`` is a
@@ -207,7 +291,10 @@ class EmbeddingCache:
         if not self.shards:
             return None, hits.found
         out = np.zeros((len(texts), self.shards[0].rows.shape[1]), dtype=np.float32)
-        out[hits.found] = hits.rows(np.flatnonzero(hits.found))
+        positions = np.flatnonzero(hits.found)
+        rows, broken = hits.finite_rows(positions)
+        hits.found[broken] = False
+        out[np.setdiff1d(positions, broken)] = rows
         return out, hits.found
 
     def put(self, texts: Sequence[str], rows: np.ndarray) -> None:
@@ -216,7 +303,10 @@ class EmbeddingCache:
 
     def put_digests(self, digests: np.ndarray, rows: np.ndarray) -> None:
         """:meth:`put` for texts whose :func:`text_digests` are known (a :class:`CacheHits`
-        has them: the texts need not be read again)."""
+        has them: the texts need not be read again). Rows that are not finite once stored
+        (``float16`` overflows past 65504) are left out. A write that fails (disk full,
+        read-only, the folder deleted) is a warning: the rows stay uncached, nothing is
+        raised."""
         rows = np.asarray(rows)
         if rows.ndim != 2 or len(rows) != len(digests):
             raise ValueError(f"expected {len(digests)} rows, got an array of shape "
@@ -226,8 +316,35 @@ class EmbeddingCache:
         if self.shards and rows.shape[1] != self.shards[0].rows.shape[1]:
             raise ValueError(f"rows of dimension {rows.shape[1]} do not match the cached "
                              f"{self.shards[0].rows.shape[1]}")
+        with np.errstate(over="ignore"):  # an overflow is found just below
+            stored = rows.astype(self.storage_dtype, copy=False)
+        broken = nonfinite_rows(stored)
+        if len(broken):
+            logger.warning("embedding cache: %d of %d rows are not finite in %s storage; "
+                           "they are not cached", len(broken), len(stored), self.storage_dtype)
+            keep = np.ones(len(stored), dtype=bool)
+            keep[broken] = False
+            stored, digests = stored[keep], digests[keep]
+            if not len(digests):
+                return
         stem = f"shard-{time.time_ns():020d}-{os.getpid()}"
-        stored = rows.astype(self.storage_dtype, copy=False)
+        try:
+            shard = self._write(stem, stored, digests)
+        except OSError as err:
+            for path in self.folder.glob(f"{stem}.*"):
+                _unlink(path)
+            if not self.unstored:
+                logger.warning("embedding cache %s: cannot store %d rows (%s); they are not "
+                               "cached and the work goes on", self.folder, len(digests),
+                               err.strerror or err)
+            self.unstored += len(digests)
+            return
+        self.shards.append(shard)
+
+    def _write(self, stem: str, stored: np.ndarray, digests: np.ndarray) -> _Shard:
+        """Write one shard (rows, digests, then the manifest with their digests) and open
+        it; raises OSError when the disk refuses."""
+        files = {}
         for suffix, array in (("rows", stored), ("digests", digests)):
             final = self.folder / f"{stem}.{suffix}.npy"
             partial = final.with_name(final.name + ".partial")
@@ -236,11 +353,31 @@ class EmbeddingCache:
                 handle.flush()
                 os.fsync(handle.fileno())
             os.replace(partial, final)
+            files[final.name[len(stem) + 1:]] = file_record(final)  # read back from disk
         _atomic_write(self.folder / f"{stem}.json", json.dumps(
-            {"rows": len(digests), "dim": int(rows.shape[1]), "dtype": self.storage_dtype}))
+            {"rows": len(digests), "dim": int(stored.shape[1]), "dtype": self.storage_dtype,
+             "files": files}))
         shard = self._open(stem)
-        if shard is not None:
-            self.shards.append(shard)
+        if shard is None:
+            raise OSError(f"shard {stem} did not read back")
+        shard.verified = True  # its record was just read from the file
+        return shard
+
+
+def _size_differs(path: Path, record: object) -> bool:
+    """True when ``path``'s size differs from ``record``'s (cheap: no read)."""
+    try:
+        return not isinstance(record, dict) or os.stat(path).st_size != record.get("bytes")
+    except OSError:
+        return True
+
+
+def _unlink(path: Path) -> None:
+    """Delete ``path`` if it can be (a read-only cache keeps it)."""
+    try:
+        path.unlink(missing_ok=True)
+    except OSError:
+        pass
 
 
 def _age_s(path: Path) -> float:
@@ -267,21 +404,22 @@ def list_entries(root: str | os.PathLike) -> list[CacheEntry]:
         return entries
     for folder in root.iterdir():
         key_file = folder / KEY_FILE
-        if not key_file.is_file():
-            continue
+        if folder.name.startswith(".") or not key_file.is_file():
+            continue  # not a model key (or one being deleted)
         try:
             key = json.loads(key_file.read_text())
+            used = key_file.stat().st_mtime  # touched at every use
         except (OSError, json.JSONDecodeError):
-            key = {}
-        rows, size, used = 0, 0, key_file.stat().st_mtime  # touched at every use
+            key, used = {}, 0.0
+        rows, size = 0, 0
         for path in folder.iterdir():
-            size += path.stat().st_size
-            if path.name.endswith(".json") and path.name.startswith("shard-"):
-                try:
+            try:  # a process writing the key renames and deletes files meanwhile
+                size += path.stat().st_size
+                if path.name.endswith(".json") and path.name.startswith("shard-"):
                     rows += int(json.loads(path.read_text())["rows"])
-                except (OSError, ValueError, KeyError, json.JSONDecodeError):
-                    pass
-        entries.append(CacheEntry(folder, key, rows, size, used))
+            except (OSError, ValueError, KeyError, TypeError, json.JSONDecodeError):
+                pass
+        entries.append(CacheEntry(folder, key, rows, size, used, lock=folder / IN_USE_LOCK))
     return sorted(entries, key=lambda e: -e.last_used)
 
 

@@ -15,7 +15,9 @@ takes a SentenceTransformer only and encodes (query, positive) pairs itself. Wha
   below ``depth``;
 - queries left with fewer than K candidates are kept with what they have, never dropped;
 - a provenance file: one JSON line per query with the negatives' ids, ranks and scores,
-  the settings and the retriever; and a summary of what each filter removed.
+  the settings and the retriever, and a digest record beside it (the data it was mined
+  from, checked when the file is read for training); and a summary of what each filter
+  removed.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from typing import Literal
 from tapt.bounds import MARGIN, SEED, SKIP_TOP, TOP_K, check_optional
 from tapt.data.arrow_corpus import corpus_texts as passage_texts
 from tapt.data.beir import BeirDataset
+from tapt.digests import remove_sidecar, write_sidecar
 from tapt.files import atomic_write_json
 from tapt.retrieval.evaluate import Retriever, split_queries
 from tapt.retrieval.metrics import trec_ranking
@@ -142,13 +145,25 @@ def mine_query(query_id: str, scores: dict[str, float], judged: dict[str, int],
 
 
 def write_mined(path: str | Path, records: list[dict], *, retriever: str,
-                settings: MiningSettings, data: str, split: str) -> None:
+                settings: MiningSettings, data: str, split: str,
+                made_from: dict | None = None) -> None:
     """One JSON line per query, each with the settings and retriever (provenance); written
-    to a temporary name and renamed, so a crash never leaves half a file. The exact values
-    of known secrets are redacted; ids that look like tokens are kept."""
+    to a temporary name and renamed, so a crash never leaves half a file; then its digest
+    record beside it (``NAME.digest.json``: the file's digest and ``made_from``,
+    :func:`tapt.data.content.made_from` of the data mined), which
+    :func:`tapt.data.mined.read_mined` checks. The exact values of known secrets are
+    redacted; ids that look like tokens are kept."""
     provenance = {"retriever": retriever, "data": data, "split": split,
                   "settings": asdict(settings)}
-    atomic_write_json(path, [{**record, **provenance} for record in records], lines=True)
+    remove_sidecar(path)  # an older record never describes the new file
+    written = atomic_write_json(path, [{**record, **provenance} for record in records],
+                                lines=True)
+    try:
+        write_sidecar(written, kind="mined negatives", retriever=retriever,
+                      **(made_from or {"split": split}))
+    except OSError:
+        written.unlink(missing_ok=True)  # no file without its record
+        raise
 
 
 def summary_table(summary: MiningSummary, settings: MiningSettings, title: str):

@@ -8,18 +8,23 @@ product, as the encoder's index scores; only the needed passages are encoded). E
 scored exactly through the retrievers' ``also_score``, whatever its rank.
 
 The file is JSONL, one line per pair: ``{"query_id", "passage_id", "score", "teacher",
-"data", "split", "mined"}`` (the last three are provenance), written atomically.
-:func:`read_teacher_scores` validates it against the dataset; a bad line is a
-:class:`~tapt.data.beir.DataError` naming the file, the line and the field.
+"data", "split", "mined"}`` (the last three are provenance), written atomically, with a
+digest record beside it (``NAME.digest.json``: the file's SHA-256, the content digests of
+the data and split it was scored on, and of the mined file: :mod:`tapt.data.content`).
+:func:`read_teacher_scores` checks the record first (a file changed since, scored on other
+data, another split or other mined negatives than the training's is a
+:class:`~tapt.data.beir.DataError` naming the file), then validates every line against the
+dataset; a bad line is an error naming the file, the line and the field.
 
 Example::
 
+    from tapt.data.content import made_from
     from tapt.retrieval.bm25 import BM25Retriever
 
     pairs = needed_pairs(dataset, "train")
     scores = score_pairs(BM25Retriever(), dataset, pairs, corpus_ids=list(dataset.corpus))
     write_teacher_scores("scores.jsonl", scores, teacher="bm25", data=dataset.source,
-                         split="train")
+                         split="train", made_from=made_from(dataset, "train"))
 """
 
 from __future__ import annotations
@@ -31,6 +36,8 @@ from pathlib import Path
 from tapt.data.arrow_corpus import corpus_texts as passage_texts
 from tapt.bounds import TRAINING_TARGET
 from tapt.data.beir import BeirDataset, DataError, check_id, iter_jsonl
+from tapt.data.content import check_made_from
+from tapt.digests import file_digest, remove_sidecar, write_sidecar
 from tapt.files import atomic_write_json
 from tapt.finite import finite_number
 
@@ -97,22 +104,41 @@ def score_pairs(retriever, dataset: BeirDataset, pairs: Mapping[str, Sequence[st
 
 
 def write_teacher_scores(path: str | Path, scores: Scores, *, teacher: str, data: str,
-                         split: str, mined: str | None = None) -> Path:
+                         split: str, mined: str | None = None,
+                         made_from: dict | None = None) -> Path:
     """One JSON line per pair with its provenance, written to a temporary name and renamed
-    (a crash never leaves half a file)."""
+    (a crash never leaves half a file), then its digest record: the file's digest,
+    ``made_from`` (:func:`tapt.data.content.made_from` of the data scored) and the mined
+    file's digest."""
     records = [{"query_id": query_id, "passage_id": doc_id, "score": round(score, 6),
                 "teacher": teacher, "data": data, "split": split, "mined": mined}
                for query_id, row in scores.items() for doc_id, score in row.items()]
-    return atomic_write_json(path, records, lines=True)
+    mined_record = None if mined is None else {"path": str(mined),
+                                               "sha256": file_digest(mined)}
+    remove_sidecar(path)  # an older record never describes the new file
+    written = atomic_write_json(path, records, lines=True)
+    try:
+        write_sidecar(written, kind="teacher scores", teacher=teacher, mined=mined_record,
+                      **(made_from or {"split": split}))
+    except OSError:
+        written.unlink(missing_ok=True)  # no file without its record
+        raise
+    return written
 
 
-def read_teacher_scores(path: str | Path, dataset: BeirDataset, split: str) -> TeacherScores:
-    """Read and validate a score file for the queries of ``split``: known ids, a finite
-    ``score`` in :data:`tapt.bounds.TRAINING_TARGET` (scores become float32 targets), one
+def read_teacher_scores(path: str | Path, dataset: BeirDataset, split: str, *,
+                        mined: str | Path | None = None) -> TeacherScores:
+    """Read and validate a score file for the queries of ``split``: its digest record
+    (unchanged since written, scored on this data and split, and on the mined file
+    ``mined`` the training uses, if any), then known ids, a finite ``score`` in
+    :data:`tapt.bounds.TRAINING_TARGET` (scores become float32 targets), one
     ``teacher`` for the whole file, no pair twice."""
     path = Path(path)
     if not path.is_file():
         raise DataError(path, "teacher-scores file not found (make it with tapt score)")
+    record = check_made_from(path, dataset, split, made_by="tapt score")
+    if record is not None:
+        check_mined(path, record.get("mined"), mined)
     qrels = dataset.split(split)
     scores: Scores = {}
     teacher = None
@@ -147,6 +173,21 @@ def read_teacher_scores(path: str | Path, dataset: BeirDataset, split: str) -> T
     if teacher is None:
         raise DataError(path, "no teacher scores (tapt score writes one line per pair)")
     return TeacherScores(path=path, teacher=teacher, scores=scores)
+
+
+def check_mined(path: Path, scored: object, mined: str | Path | None) -> None:
+    """The mined negatives a file was scored with (``scored``: its record's ``mined``) must
+    be the training's ``mined`` file, content and all: its negatives need their scores."""
+    if mined is None:
+        return  # scores of mined negatives the training does not use are unused
+    hint = f"score again with tapt score --mined {mined}"
+    if not isinstance(scored, dict):
+        raise DataError(path, f"scored without mined negatives, but the training uses "
+                              f"data.mined_negatives {mined}; {hint}")
+    if scored.get("sha256") != file_digest(mined):
+        raise DataError(path, f"scored with the mined negatives of {scored.get('path')}, "
+                              f"whose content differs from data.mined_negatives {mined}; "
+                              f"{hint}")
 
 
 def _string(path: Path, line: int, record: dict, name: str) -> str:

@@ -185,7 +185,8 @@ def train_in(start: RunStart, recipe: Recipe, *, run_test: bool = False,
                                      mined_per_row=recipe.data.negatives_per_query,
                                      group_of=grouping,  # margin_mse / distill_kl: targets
                                      labels=labeler_for(recipe.loss, dataset,
-                                                        recipe.data.train_split))
+                                                        recipe.data.train_split,
+                                                        recipe.data.mined_negatives))
     train_rows, groups = train_rows if grouping is not None else (train_rows, None)
     if recipe.data.weak_pairs != "none":  # passages alone: tapt.data.weak_pairs
         from tapt.data.weak_pairs import weak_pairs_for, with_weak_pairs

@@ -85,9 +85,11 @@ class Labeler:
         return targets
 
 
-def labeler_for(settings: LossSettings, dataset: BeirDataset, split: str) -> Labeler | None:
+def labeler_for(settings: LossSettings, dataset: BeirDataset, split: str,
+                mined: str | None = None) -> Labeler | None:
     """The recipe's labeler (None for the in-batch losses); reads and validates
-    ``loss.teacher_scores`` against the split."""
+    ``loss.teacher_scores`` against the split and the mined-negatives file ``mined`` the
+    rows use (``data.mined_negatives``)."""
     from tapt.training.losses import DISTILLATION
 
     if settings.name not in DISTILLATION:
@@ -96,5 +98,5 @@ def labeler_for(settings: LossSettings, dataset: BeirDataset, split: str) -> Lab
     if settings.grade_weight < 1:
         from tapt.retrieval.teacher_scores import read_teacher_scores
 
-        teacher = read_teacher_scores(settings.teacher_scores, dataset, split)
+        teacher = read_teacher_scores(settings.teacher_scores, dataset, split, mined=mined)
     return Labeler(dataset, split, settings, teacher)

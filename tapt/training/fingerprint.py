@@ -3,7 +3,7 @@ a resume notices data or model weights that changed behind an unchanged path.
 
 What is recorded: every file the run reads (a BEIR folder's ``corpus.jsonl``,
 ``queries.jsonl`` and the qrels files of the recipe's splits, ``data.mined_negatives``,
-DAPT's ``data.files`` and ``data.dev_data``) and the weight files (``*.safetensors``,
+``loss.teacher_scores``, DAPT's ``data.files`` and ``data.dev_data``) and the weight files (``*.safetensors``,
 ``*.bin``) of a local model folder, each with its size, its mtime and a SHA-256 of its
 content: of the whole file up to :data:`FULL_HASH_BYTES`, else of its first and last MiB
 ("head+tail"). A Hub model or dataset is recorded by id, the revision as given and, when the
@@ -125,9 +125,10 @@ def input_fingerprint(recipe) -> dict[str, dict]:
     else:
         splits = [data.train_split, data.dev_split, data.test_split]
         groups["data"] = beir_files(data.path, data.config, splits, data.revision)
-        if data.mined_negatives and Path(data.mined_negatives).is_file():
-            groups["data.mined_negatives"] = {
-                data.mined_negatives: file_entry(Path(data.mined_negatives))}
+        for group, name in (("data.mined_negatives", data.mined_negatives),
+                            ("loss.teacher_scores", recipe.loss.teacher_scores)):
+            if name and Path(name).is_file():
+                groups[group] = {name: file_entry(Path(name))}
         if recipe.eval.guard_data:
             groups["eval.guard_data"] = beir_files(recipe.eval.guard_data, None,
                                                    [recipe.eval.guard_split], None)

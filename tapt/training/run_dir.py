@@ -65,16 +65,19 @@ class RunDir:
                       key=checkpoint_step)
 
     def incomplete_checkpoints(self) -> list[Path]:
-        """Checkpoints a crash cut short: no completion marker (see :func:`mark_complete`),
-        or an unreadable ``trainer_state.json``. A run from before the markers existed
-        counts as complete where its trainer state reads."""
+        """Checkpoints a crash cut short or that changed since: no completion marker (see
+        :func:`mark_complete`), an unreadable ``trainer_state.json``, or a file whose size
+        or content differs from the marker's record (one pass over each file). A run from
+        before the markers existed counts as complete where its trainer state reads; a
+        marker from before content digests is checked by the sizes it records."""
         folders = self.checkpoint_folders()
         legacy = not any((path / CHECKPOINT_MARKER).is_file() for path in folders)
         return [path for path in folders if not _complete(path, legacy)]
 
-    def last_checkpoint(self) -> str | None:
-        """The newest complete checkpoint, or None."""
-        broken = set(self.incomplete_checkpoints())
+    def last_checkpoint(self, incomplete: list[Path] | None = None) -> str | None:
+        """The newest complete checkpoint, or None; ``incomplete``: what
+        :meth:`incomplete_checkpoints` gave, when known (it reads every file)."""
+        broken = set(self.incomplete_checkpoints() if incomplete is None else incomplete)
         complete = [path for path in self.checkpoint_folders() if path not in broken]
         return str(complete[-1]) if complete else None
 
@@ -84,24 +87,41 @@ CHECKPOINT_MARKER = "tapt-complete.json"
 
 
 def mark_complete(folder: Path, step: int) -> None:
-    """Record that ``folder`` holds a whole checkpoint (its files and their sizes)."""
+    """Record that ``folder`` holds a whole checkpoint: each file's size and content digest
+    (:func:`tapt.digests.file_record`, one pass over each), checked before it is resumed."""
+    from tapt.digests import file_record
     from tapt.files import atomic_write_json
 
-    files = {path.name: path.stat().st_size for path in sorted(folder.iterdir())
-             if path.is_file()}
+    files = {path.name: file_record(path) for path in sorted(folder.iterdir())
+             if path.is_file() and path.name != CHECKPOINT_MARKER}
     atomic_write_json(folder / CHECKPOINT_MARKER, {"step": step, "files": files}, indent=None)
 
 
 def _complete(folder: Path, legacy: bool) -> bool:
+    from tapt.digests import mismatch
+
     try:
         json.loads((folder / "trainer_state.json").read_text(encoding="utf-8"))
         if legacy:
             return True
         marker = json.loads((folder / CHECKPOINT_MARKER).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        files = marker.get("files", {})
+    except (OSError, ValueError, AttributeError):
         return False
-    return all((folder / name).is_file() and (folder / name).stat().st_size == size
-               for name, size in marker.get("files", {}).items())
+    if not isinstance(files, dict):
+        return False
+    for name, record in files.items():
+        if isinstance(record, int):  # a marker from before content digests: sizes only
+            path = folder / name
+            if not path.is_file() or path.stat().st_size != record:
+                return False
+            continue
+        problem = mismatch(folder / name, record)
+        if problem is not None:
+            logger.warning("%s: %s %s; the checkpoint counts as incomplete (it is neither "
+                           "resumed nor averaged)", folder, name, problem)
+            return False
+    return True
 
 
 def set_aside_incomplete(run: RunDir, folders: list[Path]) -> list[Path]:

@@ -252,10 +252,11 @@ def prepare_run_dir(recipe: Recipe | DaptRecipe, fingerprint: dict | None = None
     changed = settings + inputs
     finished = run.final.is_dir()
     incomplete = run.incomplete_checkpoints()
-    last = run.last_checkpoint()
+    last = run.last_checkpoint(incomplete)
     if not changed and not finished:
         for folder in incomplete:
-            logger.warning("%s was cut short (no completion marker): it is skipped and the "
+            logger.warning("%s was cut short or changed since it was saved (no completion "
+                           "marker, or files that differ from it): it is skipped and the "
                            "previous complete checkpoint is used", folder)
         return RunStart(run, last, fingerprint, incomplete=incomplete)
     if changed and last is None and not finished:

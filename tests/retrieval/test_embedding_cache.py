@@ -193,3 +193,86 @@ def test_reading_the_rows_in_parts_equals_get_and_drops_the_shards_pages(tmp_pat
     np.testing.assert_array_equal(got[:-1], rows[::-1])
     with pytest.raises(KeyError, match="1 of the positions"):
         hits.rows(np.array([0, len(asked) - 1]))
+
+
+def test_manifests_record_digests_and_one_without_them_is_re_encoded(tmp_path, caplog):
+    from tapt.digests import file_record
+
+    cache = EmbeddingCache(tmp_path, {"model": "m"})
+    cache.put(["a", "b"], _rows(2))
+    manifest_path = next(cache.folder.glob("shard-*.json"))
+    manifest = json.loads(manifest_path.read_text())
+    stem = manifest_path.name[:-len(".json")]
+    assert manifest["files"] == {
+        "rows.npy": file_record(cache.folder / f"{stem}.rows.npy"),
+        "digests.npy": file_record(cache.folder / f"{stem}.digests.npy")}
+    del manifest["files"]  # what an older tapt wrote
+    manifest_path.write_text(json.dumps(manifest))
+    with caplog.at_level(logging.WARNING):
+        again = EmbeddingCache(tmp_path, {"model": "m"})
+    assert "records no content digests" in caplog.text
+    assert not again.get(["a", "b"])[1].any() and not list(cache.folder.glob("shard-*"))
+
+
+def test_a_shard_is_checked_when_first_hit_and_only_then(tmp_path, caplog):
+    first = EmbeddingCache(tmp_path, {"model": "m"})
+    first.put(["a"], _rows(1, seed=1))
+    first.put(["b"], _rows(1, seed=2))
+    rows_a = min(first.folder.glob("shard-*.rows.npy"))
+    stored = np.load(rows_a)
+    np.save(rows_a, stored + 1)  # same size, other content
+    cache = EmbeddingCache(tmp_path, {"model": "m"})
+    assert len(cache.shards) == 2  # opening reads the small digests files only
+    with caplog.at_level(logging.WARNING):
+        got, found = cache.get(["b"])
+    assert found.all() and rows_a.exists() and not caplog.text  # shard a not read
+    with caplog.at_level(logging.WARNING):
+        got, found = cache.get(["a", "b"])
+    assert found.tolist() == [False, True] and not rows_a.exists()
+    assert f"{rows_a.name}: same size, other content" in caplog.text
+    np.testing.assert_array_equal(got[1], _rows(1, seed=2)[0])
+
+
+def test_a_write_into_a_vanished_folder_warns_and_counts_what_was_not_stored(tmp_path, caplog):
+    import shutil
+
+    cache = EmbeddingCache(tmp_path, {"model": "m"})
+    shutil.rmtree(cache.folder)
+    with caplog.at_level(logging.WARNING):
+        cache.put(["a", "b"], _rows(2))
+        cache.put(["c"], _rows(1))
+    assert cache.unstored == 3 and not cache.shards
+    assert caplog.text.count("cannot store") == 1  # one warning, not one per shard
+
+
+def test_prune_keeps_a_key_while_a_cache_is_open_on_it(tmp_path, caplog):
+    busy = EmbeddingCache(tmp_path, {"model": "busy"})
+    busy.put(["a"], _rows(1))
+    EmbeddingCache(tmp_path, {"model": "idle"}).put(["a"], _rows(1))  # closed when collected
+    with caplog.at_level(logging.WARNING):
+        deleted = prune(tmp_path, keep_bytes=0)
+    assert [e.key["model"] for e in deleted] == ["idle"]
+    assert "in use by a running process" in caplog.text
+    assert busy.folder.is_dir() and busy.get(["a"])[1].all()
+    busy.put(["b"], _rows(1))  # still writable: the folder was never touched
+    busy.close()
+    assert [e.key["model"] for e in prune(tmp_path, keep_bytes=0)] == ["busy"]
+    assert not busy.folder.exists() and not list(tmp_path.iterdir())  # nothing left aside
+    with EmbeddingCache(tmp_path, {"model": "busy"}) as fresh:  # a new key folder
+        assert fresh.size == 0 and fresh.folder.is_dir()
+
+
+def test_a_cache_reopened_after_prune_renamed_its_folder_uses_a_fresh_one(tmp_path):
+    from tapt.cache_entries import InUse
+
+    cache = EmbeddingCache(tmp_path, {"model": "m"})
+    cache.put(["a"], _rows(1))
+    cache.close()
+    (entry,) = list_entries(tmp_path)
+    assert entry.delete()
+    lock = InUse(entry.path).acquire()  # the folder is made again, and locked
+    try:
+        assert entry.path.is_dir() and lock.fd is not None
+        assert not entry.delete()  # in use now
+    finally:
+        lock.release()

@@ -361,3 +361,16 @@ def test_analyses_on_the_arrow_store_give_the_memory_stores_results(command, tin
         result.pop("encoding", None)
         result.pop("timings", None)
     assert results["arrow"] == results["memory"]
+
+
+def test_the_arrow_file_has_a_digest_record_and_prune_deletes_both(tiny_beir_path, tmp_path):
+    from tapt.cache_entries import prune_entries
+    from tapt.data.arrow_corpus import list_corpus_files
+    from tapt.digests import check_sidecar, file_digest
+
+    corpus = open_arrow_corpus(tiny_beir_path / "corpus.jsonl", cache_dir=tmp_path / "cache")
+    assert check_sidecar(corpus.path) is None
+    assert corpus.source_digest == file_digest(tiny_beir_path / "corpus.jsonl")
+    (entry,) = list_corpus_files(tmp_path / "cache")
+    assert prune_entries([entry], keep_bytes=0) == [entry]
+    assert not list((tmp_path / "cache").iterdir())  # the .arrow and its .digest.json

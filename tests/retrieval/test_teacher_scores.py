@@ -125,3 +125,43 @@ def test_duplicates_mixed_teachers_other_splits_and_empty_files_are_refused(data
         read_teacher_scores(path, dataset, "train")
     with pytest.raises(DataError, match="not found"):
         read_teacher_scores(tmp_path / "missing.jsonl", dataset, "train")
+
+
+def test_the_digest_record_holds_the_data_and_the_mined_file_scored(dataset, tiny_beir_path,
+                                                                    tmp_path):
+    from tapt.data.content import dataset_digests
+    from tapt.digests import file_digest, read_sidecar
+
+    mined = tmp_path / "mined.jsonl"
+    assert main(["mine", "--data", str(tiny_beir_path), "--retriever", "bm25", "--output",
+                 str(mined), "--per-query", "1", "--quiet"]) == 0
+    output = tmp_path / "scores.jsonl"
+    assert main(["score", "--data", str(tiny_beir_path), "--teacher", "bm25", "--mined",
+                 str(mined), "--output", str(output), "--quiet"]) == 0
+    record = read_sidecar(output)
+    assert record["data"] == dataset_digests(dataset, "train") and record["split"] == "train"
+    assert record["mined"] == {"path": str(mined), "sha256": file_digest(mined)}
+    assert read_sidecar(mined)["data"] == record["data"]
+    read = read_teacher_scores(output, dataset, "train", mined=mined)
+    assert read.teacher == "bm25"
+    assert read_teacher_scores(output, dataset, "train").scores == read.scores  # no mined
+    other = tmp_path / "other-mined.jsonl"
+    shutil_copy(mined, other, change=True)
+    with pytest.raises(DataError, match=r"whose content differs from data.mined_negatives"):
+        read_teacher_scores(output, dataset, "train", mined=other)
+    plain = tmp_path / "plain.jsonl"
+    assert main(["score", "--data", str(tiny_beir_path), "--teacher", "bm25", "--output",
+                 str(plain), "--quiet"]) == 0
+    with pytest.raises(DataError, match=r"scored without mined negatives, but the training "
+                                        r"uses data.mined_negatives"):
+        read_teacher_scores(plain, dataset, "train", mined=mined)
+
+
+def shutil_copy(source, target, change: bool = False) -> None:
+    """A copy of a mined file; ``change``: its first negative dropped."""
+    lines = source.read_text().splitlines()
+    if change:
+        first = json.loads(lines[0])
+        first["negatives"] = first["negatives"][1:]
+        lines[0] = json.dumps(first)
+    target.write_text("\n".join(lines) + "\n")

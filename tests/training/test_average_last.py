@@ -14,6 +14,7 @@ from transformers import TrainerCallback
 from tapt.recipe import RecipeError, load_recipe
 from tapt.training.contrastive import averaged_metrics, train
 from tapt.training.errors import NonFiniteTrainingError
+from tapt.training.run_dir import RunDir, mark_complete
 
 STEPS = {"max_steps": 8, "eval_steps": 2, "save_total_limit": 4, "average_last": 3}
 
@@ -103,8 +104,9 @@ def test_an_epoch_run_with_too_few_saves_stops_before_the_zero_shot_test(make_re
 
 class PoisonCheckpoint(TrainerCallback):
     """At the end of training (the best checkpoint already loaded), write NaN into one
-    tensor of ``checkpoint-<step>``'s weights file, keeping its size (the checkpoint stays
-    complete)."""
+    tensor of ``checkpoint-<step>``'s weights file and mark it complete again: weights that
+    were NaN when saved (a changed file that is not re-marked fails its digest and is not
+    averaged at all)."""
 
     def __init__(self, folder) -> None:
         self.folder = folder
@@ -119,6 +121,7 @@ class PoisonCheckpoint(TrainerCallback):
         tensors[key] = torch.full_like(tensors[key], float("nan"))
         save_file(tensors, path, metadata=metadata)
         assert path.stat().st_size == size
+        mark_complete(self.folder, int(self.folder.name.rsplit("-", 1)[1]))
 
 
 def test_a_non_finite_average_is_not_exported(make_recipe):
@@ -145,3 +148,21 @@ def test_a_refused_evaluation_of_the_average_refuses_the_export():
     with pytest.raises(NonFiniteTrainingError, match=r"steps 4, 6: the dev evaluation was "
                                                      r"refused \(2 non-finite"):
         averaged_metrics(None, Refusing(), "steps 4, 6")
+
+
+def test_a_checkpoint_changed_since_it_was_saved_is_not_averaged(tmp_path):
+    from tapt.training.average import last_checkpoints
+
+    run = RunDir(tmp_path)
+    folders = []
+    for step in (2, 4, 6):
+        folder = run.checkpoints / f"checkpoint-{step}"
+        folder.mkdir(parents=True)
+        (folder / "trainer_state.json").write_text("{}")
+        (folder / "model.safetensors").write_bytes(bytes([step]) * 64)
+        mark_complete(folder, step)
+        folders.append(folder)
+    (folders[1] / "model.safetensors").write_bytes(b"\x00" * 64)  # same size
+    assert last_checkpoints(run, 2) == [folders[0], folders[2]]
+    with pytest.raises(RecipeError, match="only 2 complete checkpoints"):
+        last_checkpoints(run, 3)

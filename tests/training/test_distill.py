@@ -120,6 +120,11 @@ def test_score_file_of_other_data_is_refused_before_training(make_recipe, synth_
                  str(scores), "--quiet"]) == 0
     recipe_file, output = make_recipe("wrong", loss={"name": "margin_mse",
                                                      "teacher_scores": str(scores)})
+    with pytest.raises(ValueError, match=f"{scores}: made from other data .*its corpus, "
+                                         "queries, qrels differ"):
+        train(load_recipe(recipe_file))
+    assert not (output / "recipe.yaml").exists()
+    scores.with_name(scores.name + ".digest.json").unlink()  # no record: the lines decide
     with pytest.raises(ValueError, match=f"{scores}:1: field 'query_id'"):
         train(load_recipe(recipe_file))
     assert not (output / "recipe.yaml").exists()

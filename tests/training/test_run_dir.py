@@ -20,3 +20,29 @@ def test_no_checkpoint_means_a_fresh_start(tmp_path):
     assert RunDir(tmp_path).last_checkpoint() is None
     (tmp_path / "checkpoints" / "checkpoint-2").mkdir(parents=True)
     assert RunDir(tmp_path).last_checkpoint() is None
+
+
+def test_a_checkpoint_marker_records_content_digests_and_old_markers_check_sizes(tmp_path):
+    import json
+
+    from tapt.digests import file_record
+    from tapt.training.run_dir import CHECKPOINT_MARKER, mark_complete
+
+    run = RunDir(tmp_path)
+    folder = run.checkpoints / "checkpoint-2"
+    folder.mkdir(parents=True)
+    (folder / "trainer_state.json").write_text("{}")
+    (folder / "optimizer.pt").write_bytes(b"\x00" * 100)
+    mark_complete(folder, 2)
+    marker = json.loads((folder / CHECKPOINT_MARKER).read_text())
+    assert marker["files"] == {name: file_record(folder / name)
+                               for name in ("optimizer.pt", "trainer_state.json")}
+    assert run.last_checkpoint() == str(folder)
+    (folder / "optimizer.pt").write_bytes(b"\x01" * 100)  # same size, other content
+    assert run.incomplete_checkpoints() == [folder] and run.last_checkpoint() is None
+    # A marker an older tapt wrote (sizes only) is checked by its sizes.
+    (folder / CHECKPOINT_MARKER).write_text(json.dumps(
+        {"step": 2, "files": {"optimizer.pt": 100, "trainer_state.json": 2}}))
+    assert run.last_checkpoint() == str(folder)
+    (folder / "optimizer.pt").write_bytes(b"\x01" * 99)
+    assert run.last_checkpoint() is None
