@@ -7,7 +7,7 @@ is then measured the same way: dev with one evaluator (the recipe's dev set, as
 ``tapt soup`` and ``tapt merge --pick-on-dev`` evaluate it) and test with ``tapt eval``
 in float32 on the whole corpus. Dev picks; test is reported once.
 
-Arms (``--arms``; ``ARMS`` below):
+Arms (``--arms``; ``ARMS`` below; the SciFact table is in docs/levers.md):
 
 - ``mnrl``: plain MNRL, the baseline; ``st-script``: the same settings trained by a plain
   sentence-transformers script (``benchmarks/st_baseline.py``, last weights, no dev);
@@ -34,8 +34,8 @@ interrupted comparison resumes where it stopped (a training run from its checkpo
 Each arm's folder holds ``arm.json`` (dev, test, seconds, load average). The table:
 mean ± std over seeds, the paired test against ``mnrl`` on the test queries (per-query
 values averaged over seeds first; randomization test, Holm-corrected across arms), the
-smallest difference the test could detect (80 % power) and the wall time. The README's
-SciFact table::
+smallest difference the test could detect (80 % power) and the wall time. The SciFact
+table of docs/levers.md::
 
     OMP_NUM_THREADS=2 python benchmarks/compare_recipes.py --data ../shared/data/scifact \\
         --recipe recipes/scifact.yaml --out runs/levers-scifact --seeds 0 \\
@@ -119,9 +119,13 @@ MINING = {"mined-perc95": ("0.05", "top", 0), "mined-round2": ("0.05", "top", 0)
 """Mined arms: (``--margin``, ``--sampling``, ``--skip-top``) of ``tapt mine``, K = 3."""
 
 
-def tapt(*args: str) -> None:
-    """``python -m tapt ARGS`` (the command a user types), failing loudly."""
-    subprocess.run([sys.executable, "-m", "tapt", *args], check=True)
+def tapt(*args: str, timed: Path | None = None) -> None:
+    """``python -m tapt ARGS`` (the command a user types), failing loudly; ``timed``: GNU
+    time writes the wall seconds and the peak RSS (KiB) of the command there."""
+    command = [sys.executable, "-m", "tapt", *args]
+    if timed is not None and Path("/usr/bin/time").is_file():
+        command = ["/usr/bin/time", "-f", "%e %M", "-o", str(timed), *command]
+    subprocess.run(command, check=True)
 
 
 def write_wall(folder: Path, seconds: float) -> None:
@@ -189,6 +193,11 @@ class Comparison:
         row = {"model": str(model), "dev": self.dev(model),
                "test": self.test(model, folder / "test-float32.json")}
         making = json.loads(made.read_text())
+        timed = folder / "time.txt"
+        if timed.is_file():  # GNU time of the training command: wall s, peak RSS KiB
+            wall, rss = timed.read_text().split()[-2:]
+            extra["train_peak_rss_gib"] = round(int(rss) / 2**20, 2)
+            extra["train_wall_seconds"] = float(wall)
         row.update(making_seconds=round(making["seconds"]),
                    making_load_average=making["load_average"],
                    measuring_seconds=round(time.time() - measuring),
@@ -250,8 +259,10 @@ class Comparison:
         results = folder / "results.json"
         if not (results.is_file() and json.loads(results.read_text()).get("status")
                 == "finished"):
+            folder.mkdir(parents=True, exist_ok=True)
             tapt("train", str(self.args.recipe), f"data.path={self.args.data}",
-                 f"output_dir={folder}", "eval.zero_shot=false", *self.args.set, *overrides)
+                 f"output_dir={folder}", "eval.zero_shot=false", *self.args.set, *overrides,
+                 timed=folder / "time.txt")
             write_wall(folder, time.time() - started)  # mining included
         summary = json.loads(results.read_text())["summary"]
         return self.record(folder, folder / "final", started, overrides=overrides,
