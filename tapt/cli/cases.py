@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 
 from tapt.cli import terminal
-from tapt.cli.options import add_corpus_store_args, add_relevance_arg, check_outputs, positive_int
+from tapt.cli.options import add_corpus_store_args, add_relevance_arg, cases_shown, check_outputs
 
 
 def add_parsers(commands) -> None:
@@ -30,11 +30,11 @@ def add_parsers(commands) -> None:
     add_relevance_arg(cases)
     add_corpus_store_args(cases)
     cases.add_argument("--query", default=None, metavar="ID", help="show this query only")
-    cases.add_argument("--top", type=positive_int, default=10,
+    cases.add_argument("--top", type=cases_shown, default=10,
                        help="queries listed (the most disagreed on)")
-    cases.add_argument("--passages", type=positive_int, default=3,
+    cases.add_argument("--passages", type=cases_shown, default=3,
                        help="top passages shown per system")
-    cases.add_argument("--chars", type=positive_int, default=300,
+    cases.add_argument("--chars", type=cases_shown, default=300,
                        help="characters of each passage's text shown")
     cases.add_argument("--metric", choices=METRIC_KEYS, default="binary_ndcg@10",
                        help="per-query metric shown beside the ranks")

@@ -15,7 +15,7 @@ import argparse
 from pathlib import Path
 
 from tapt.cli import terminal
-from tapt.cli.options import check_folder, positive_int
+from tapt.cli.options import check_folder, top_k
 
 RANKING_SECTION = "ranking"
 """The result file's section holding ``--save-run``'s top passages per query."""
@@ -29,7 +29,7 @@ def add_extra_args(parser: argparse.ArgumentParser) -> None:
                             "split, e.g. rewritten queries) against the same corpus encoding; "
                             "repeat for several: a table each with retention against the "
                             "split's own queries and the paired test")
-    group.add_argument("--save-run", type=positive_int, default=None, metavar="K",
+    group.add_argument("--save-run", type=top_k, default=None, metavar="K",
                        help="store each query's top K passages (ids and scores, ranked) in "
                             "--output, for tapt cases (K <= --top-k)")
     group.add_argument("--format", choices=("tapt", "mteb"), default="tapt",

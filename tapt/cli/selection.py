@@ -11,7 +11,7 @@ from rich.markup import escape
 
 from tapt.cli import terminal
 from tapt import bounds
-from tapt.cli.options import check_folder, number_type
+from tapt.cli.options import check_folder, soup_size
 
 
 def add_parsers(commands) -> None:
@@ -27,7 +27,7 @@ def add_parsers(commands) -> None:
     soup.add_argument("--method", choices=("greedy", "uniform"), default="greedy",
                       help="greedy (default): add runs best-dev first while dev does not "
                            "drop; uniform: the mean of all")
-    soup.add_argument("--top", type=number_type(bounds.SOUP_SIZE, "soup_size"), default=None,
+    soup.add_argument("--top", type=soup_size, default=None,
                       metavar="K", help="only the K runs with the best recorded dev metric "
                                         f"[range: {bounds.SOUP_SIZE.documented}]")
     soup.add_argument("--overwrite", action="store_true",

@@ -9,7 +9,7 @@ import argparse
 from pathlib import Path
 
 from tapt.cli import terminal
-from tapt.cli.options import check_folder, family_help, positive_int, seed
+from tapt.cli.options import calibration_size, check_folder, family_help, rescore, seed
 
 BACKEND_CHOICES = ("torch", "onnx", "openvino")
 PRECISION_CHOICES = ("float32", "int8", "uint8", "binary", "ubinary")
@@ -32,7 +32,7 @@ def add_precision_args(parser: argparse.ArgumentParser) -> None:
                        help="corpus rows: float32 (exact search), int8 / uint8 (1 byte per "
                             "dimension, ranges calibrated on the passages), binary / ubinary "
                             "(1 bit per dimension, FAISS binary index, Hamming distance)")
-    group.add_argument("--rescore", type=positive_int, default=None, metavar="K",
+    group.add_argument("--rescore", type=rescore, default=None, metavar="K",
                        help="rescore the quantised search's top (--top-k x K) passages with "
                             "the float32 query embedding (sentence-transformers' "
                             "rescore_multiplier; 4 is its usual value); default: rank by the "
@@ -99,7 +99,7 @@ def add_parsers(commands) -> None:
     export.add_argument("--calibration-data", type=Path, default=None, metavar="DIR",
                         help="openvino int8: a local BEIR folder whose corpus.jsonl passages "
                              "calibrate the quantisation")
-    export.add_argument("--calibration-size", type=positive_int, default=300,
+    export.add_argument("--calibration-size", type=calibration_size, default=300,
                         help="openvino int8: calibration passages drawn from --calibration-data")
     export.add_argument("--seed", type=seed, default=0, help="seed of the calibration sample")
     export.add_argument("--output", type=Path, required=True,

@@ -20,9 +20,9 @@ from tapt.cli.options import (
     data_inputs,
     family_help,
     fraction,
-    number_type,
     relevant_from,
     seed_list,
+    soup_size,
     tokens_per_batch,
 )
 from tapt.encoders.precision import DTYPE_NAMES
@@ -328,7 +328,7 @@ def _add_sweep_parser(commands) -> None:
     sweep.add_argument("--test", action="store_true",
                        help="also evaluate each trial on the test split (reported, never used "
                             "to pick)")
-    sweep.add_argument("--soup", type=number_type(bounds.SOUP_SIZE, "soup_size"), default=None,
+    sweep.add_argument("--soup", type=soup_size, default=None,
                        metavar="K",
                        help="then cook a greedy model soup of the K trials with the best dev "
                             "metric into SWEEP/soup (tapt soup); with --test, its test "

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tapt.bounds import POSITIVE_INT, check_optional
+from tapt.bounds import POSITIVE_INT, RESCORE, check_optional
 from tapt.retrieval.search import faiss
 
 PRECISIONS: tuple[str, ...] = ("float32", "int8", "uint8", "binary", "ubinary")
@@ -92,7 +92,7 @@ class QuantizedIndex:
         if precision == "float32":
             raise ValueError("a float32 index is tapt.retrieval.search.make_index's")
         self.normalize = normalize
-        self.rescore_multiplier = check_optional(POSITIVE_INT, rescore_multiplier,
+        self.rescore_multiplier = check_optional(RESCORE, rescore_multiplier,
                                                  "rescore_multiplier")
         self.calibration_rows = POSITIVE_INT.check(calibration_rows, "calibration_rows")
         self.binary = precision.endswith("binary")
