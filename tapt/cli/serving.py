@@ -113,15 +113,26 @@ def add_parsers(commands) -> None:
                         help="no progress bars and no info lines, only results and warnings")
 
 
+def calibration_file(args: argparse.Namespace) -> Path | None:
+    """``--calibration-data``'s corpus.jsonl (None without the flag)."""
+    return None if args.calibration_data is None else \
+        Path(args.calibration_data) / "corpus.jsonl"
+
+
 def calibration_texts(args: argparse.Namespace) -> tuple[str, ...]:
-    """The sampled passages of ``--calibration-data`` (read and checked before loading)."""
-    if args.calibration_data is None:
+    """The sampled passages of ``--calibration-data`` (read and checked before loading),
+    sampled as the corpus streams by: only the sample is held in memory."""
+    path = calibration_file(args)
+    if path is None:
         return ()
-    from tapt.data.beir import read_corpus
+    from tapt.data.beir import DataError, checked_passages, iter_jsonl
     from tapt.training.backend_export import calibration_sample
 
-    corpus = read_corpus(Path(args.calibration_data) / "corpus.jsonl")
-    return calibration_sample([passage.as_text() for passage in corpus.values()],
+    if not path.is_file():
+        raise DataError(path, "not found or not a regular file (--calibration-data: a local "
+                              "BEIR folder holding corpus.jsonl)")
+    passages = checked_passages(iter_jsonl(path), path)
+    return calibration_sample((passage.as_text() for _, passage in passages),
                               args.calibration_size, args.seed)
 
 
@@ -143,7 +154,8 @@ def cmd_export(args: argparse.Namespace) -> int:
                               else Path(args.calibration_data).name)
     settings.check()  # flag combinations, before anything is read
     source = resolve_model_path(args.model)
-    check_export_output(args.output, source, overwrite=args.overwrite)
+    inputs = [("--calibration-data", calibration_file(args))]
+    check_export_output(args.output, source, overwrite=args.overwrite, inputs=inputs)
     check_folder("--output", args.output.parent, shown=args.output)
     require_backend(args.backend)  # one line naming tapt[onnx] / tapt[openvino]
     check_model_source(source)
@@ -152,7 +164,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     options = ModelOptions(family=args.family, trust_remote_code=args.trust_remote_code,
                            device="cpu", dtype="float32", backend=args.backend)
     output = export_for_serving(args.model, args.output, settings, options=options,
-                                overwrite=args.overwrite)
+                                overwrite=args.overwrite, inputs=inputs)
     terminal.console.print(f"{settings.label()} export of {args.model} written to {output} "
                            f"({settings.conversion()})", highlight=False, soft_wrap=True,
                            markup=False)

@@ -194,19 +194,26 @@ def cmd_merge(args: argparse.Namespace) -> int:
     _check_guard_flags(args)
     grid = (args.grid or list(DEFAULT_GRID)) if args.pick_on_dev else None
     check_request(len(args.models), args.weights, grid)
+    run_recipe = Path(args.pick_on_dev or "") / "recipe.yaml"
+    run = None
+    if args.pick_on_dev and run_recipe.is_file():  # a run folder: its recipe's inputs too
+        from tapt.recipe import load_recipe
+        from tapt.training.run_start import input_paths
+
+        run = load_recipe(run_recipe)
+        dev_inputs = [("--pick-on-dev", Path(args.pick_on_dev)), *input_paths(run)]
+    else:
+        dev_inputs = data_inputs("--pick-on-dev", args.pick_on_dev, args.config)
     check_merge_output(args.output, args.models, overwrite=args.overwrite,
-                       inputs=data_inputs("--pick-on-dev", args.pick_on_dev, args.config)
-                       + data_inputs("--guard-data", args.guard_data))
+                       inputs=dev_inputs + data_inputs("--guard-data", args.guard_data))
     check_folder("--output", args.output.parent, shown=args.output)
     dev = None
-    run_recipe = Path(args.pick_on_dev or "") / "recipe.yaml"
-    if args.pick_on_dev and run_recipe.is_file():  # a run folder: its own dev set
+    if run is not None:  # a run folder: its own dev set
         from dataclasses import replace
 
-        from tapt.recipe import load_recipe
         from tapt.training.soup import dev_settings
 
-        dev = replace(dev_settings(load_recipe(run_recipe)), grid=grid, metric=args.metric,
+        dev = replace(dev_settings(run), grid=grid, metric=args.metric,
                       device=args.device, progress=terminal.show_progress(args),
                       guard=_guard_set(args))
     elif args.pick_on_dev:

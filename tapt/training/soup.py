@@ -158,7 +158,8 @@ def soup(runs: Sequence[str | Path], output: str | Path, *, method: SoupMethod =
          overwrite: bool = False, export_dtype: str = "float32",
          on_step: Callable[[SoupStep], None] | None = None) -> SoupResult:
     """Cook the soup of ``runs`` (finished run folders, at least 2) into the tapt export
-    ``output`` (see the module docstring); ``output`` is checked before anything loads."""
+    ``output`` (see the module docstring); ``output`` is checked before anything loads:
+    never on, inside or around a run folder, its export or what its recipe reads."""
     import copy
 
     from tapt.training.merge import (
@@ -168,6 +169,7 @@ def soup(runs: Sequence[str | Path], output: str | Path, *, method: SoupMethod =
         merge_into,
     )
     from tapt.training.merge_export import check_merge_output, export_merge
+    from tapt.training.run_start import input_paths
 
     if len(runs) < 2:
         raise MergeError(f"a soup needs at least 2 runs, got {len(runs)}")
@@ -175,7 +177,9 @@ def soup(runs: Sequence[str | Path], output: str | Path, *, method: SoupMethod =
         raise MergeError("a run is given twice: each ingredient once")
     output = Path(output)
     ingredients = [read_ingredient(run) for run in runs]
-    check_merge_output(output, [str(i.model) for i in ingredients], overwrite=overwrite)
+    check_merge_output(output, [str(i.model) for i in ingredients], overwrite=overwrite,
+                       inputs=[(key, path) for i in ingredients
+                               for key, path in [("RUN", i.run), *input_paths(i.recipe)]])
     check_same_dev(ingredients)
     settings = dev_settings(ingredients[0].recipe)
     metric = settings.metric
