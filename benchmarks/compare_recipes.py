@@ -72,6 +72,8 @@ class Arm:
     mined_by: str | None = None
     """train arms with mined negatives: ``base`` or the name of a trained arm."""
     from_arms: list[str] = field(default_factory=list)
+    mined_as: str | None = None
+    """``best``: the mined arm whose negatives file it reuses."""
 
 
 ARMS: dict[str, Arm] = {
@@ -126,6 +128,13 @@ def tapt(*args: str, timed: Path | None = None) -> None:
     if timed is not None and Path("/usr/bin/time").is_file():
         command = ["/usr/bin/time", "-f", "%e %M", "-o", str(timed), *command]
     subprocess.run(command, check=True)
+
+
+def timing_file(folder: Path) -> Path:
+    """Where GNU time writes a training's wall seconds and peak RSS: ``seedN.time.txt``
+    beside the run folder ``seedN``."""
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    return folder.with_name(f"{folder.name}.time.txt")
 
 
 def write_wall(folder: Path, seconds: float) -> None:
@@ -193,7 +202,7 @@ class Comparison:
         row = {"model": str(model), "dev": self.dev(model),
                "test": self.test(model, folder / "test-float32.json")}
         making = json.loads(made.read_text())
-        timed = folder / "time.txt"
+        timed = timing_file(folder)
         if timed.is_file():  # GNU time of the training command: wall s, peak RSS KiB
             wall, rss = timed.read_text().split()[-2:]
             extra["train_peak_rss_gib"] = round(int(rss) / 2**20, 2)
@@ -259,10 +268,9 @@ class Comparison:
         results = folder / "results.json"
         if not (results.is_file() and json.loads(results.read_text()).get("status")
                 == "finished"):
-            folder.mkdir(parents=True, exist_ok=True)
             tapt("train", str(self.args.recipe), f"data.path={self.args.data}",
                  f"output_dir={folder}", "eval.zero_shot=false", *self.args.set, *overrides,
-                 timed=folder / "time.txt")
+                 timed=timing_file(folder))  # beside the run folder: tapt train wants it new
             write_wall(folder, time.time() - started)  # mining included
         summary = json.loads(results.read_text())["summary"]
         return self.record(folder, folder / "final", started, overrides=overrides,
@@ -277,8 +285,9 @@ class Comparison:
             self.folder(teacher, seed) / "final")
         if teacher != "base":
             self.run(teacher, seed)
-        path = self.out / "mined" / (f"{arm}-base.jsonl" if teacher == "base"
-                                     else f"{arm}-{teacher}-seed{seed}.jsonl")
+        named = ARMS[arm].mined_as or arm  # best reuses its mined arm's file
+        path = self.out / "mined" / (f"{named}-base.jsonl" if teacher == "base"
+                                     else f"{named}-{teacher}-seed{seed}.jsonl")
         if not path.is_file():
             path.parent.mkdir(parents=True, exist_ok=True)
             recipe = recipe_for(self.args, [])
@@ -365,10 +374,13 @@ def combined(comparison: Comparison, results: dict[str, list[dict]]) -> list[str
         return statistics.mean(r["dev"][metric] for r in results[arm])
 
     better = sorted((a for a in results if a not in (BASELINE, "best")
-                     and ARMS[a].kind == "train" and not ARMS[a].mined_by
-                     and dev(a) > dev(BASELINE)), key=dev, reverse=True)
+                     and ARMS[a].kind == "train" and dev(a) > dev(BASELINE)),
+                    key=dev, reverse=True)
     chosen: list[str] = []
     for arm in better:
+        if ARMS[arm].mined_by and any(ARMS[a].mined_by for a in chosen):
+            print(f"best: {arm} left out (a chosen arm has its own mined negatives)")
+            continue
         keys = dict(o.split("=", 1) for a in chosen for o in ARMS[a].overrides)
         if clash := [o for o in ARMS[arm].overrides
                      if keys.get(o.split("=", 1)[0], o.split("=", 1)[1]) != o.split("=", 1)[1]]:
@@ -394,8 +406,13 @@ def run_grid(comparison: Comparison) -> dict[str, list[dict]]:
                 continue
             results.setdefault(arm, []).append(comparison.run(arm, seed))
     if "best" in args.arms:
-        chosen = combined(comparison, results)
+        chosen = args.best_of or combined(comparison, results)
         ARMS["best"].overrides = [o for arm in chosen for o in ARMS[arm].overrides]
+        mined = [arm for arm in chosen if ARMS[arm].mined_by]
+        if mined:  # the best combination mines as its mined arm does (the same file)
+            ARMS["best"].mined_by = ARMS[mined[0]].mined_by
+            MINING["best"] = MINING[mined[0]]
+            ARMS["best"].mined_as = mined[0]
         if len(chosen) > 1:  # one arm alone is that arm's runs
             for seed in args.seeds:
                 results.setdefault("best", []).append(comparison.run("best", seed))
@@ -502,6 +519,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="also keep each arm's arm.json and per-query test file here "
                              "(e.g. benchmarks/results/levers-scifact, committed), and read "
                              "measured arms from it")
+    parser.add_argument("--best-of", nargs="+", default=None, choices=list(ARMS),
+                        metavar="ARM", help="the arms the best combination joins (default: "
+                                            "the train arms whose dev beat mnrl's here)")
     parser.add_argument("--table-only", action="store_true",
                         help="only tabulate the arms already measured (nothing trains)")
     args = parser.parse_args(argv)
