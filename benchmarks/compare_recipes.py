@@ -74,6 +74,9 @@ class Arm:
     from_arms: list[str] = field(default_factory=list)
     mined_as: str | None = None
     """``best``: the mined arm whose negatives file it reuses."""
+    folder_name: str | None = None
+    """``best``: its folder, named by the arms it joins (``best+lr-5e-5+mined-perc95``), so
+    runs of another combination never share a folder."""
 
 
 ARMS: dict[str, Arm] = {
@@ -230,7 +233,8 @@ class Comparison:
 
     # --- the arms ------------------------------------------------------------------
     def folder(self, arm: str, seed: int | None) -> Path:
-        return self.out / arm / ("all-seeds" if seed is None else f"seed{seed}")
+        name = ARMS[arm].folder_name or arm  # best: named by what it joins
+        return self.out / name / ("all-seeds" if seed is None else f"seed{seed}")
 
     def done(self, arm: str, seed: int | None) -> dict | None:
         """The arm's measured row: from ``--out``, else from ``--summary`` (then its
@@ -408,6 +412,7 @@ def run_grid(comparison: Comparison) -> dict[str, list[dict]]:
     if "best" in args.arms:
         chosen = args.best_of or combined(comparison, results)
         ARMS["best"].overrides = [o for arm in chosen for o in ARMS[arm].overrides]
+        ARMS["best"].folder_name = "+".join(["best", *sorted(chosen)])
         mined = [arm for arm in chosen if ARMS[arm].mined_by]
         if mined:  # the best combination mines as its mined arm does (the same file)
             ARMS["best"].mined_by = ARMS[mined[0]].mined_by
@@ -527,6 +532,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if BASELINE not in args.arms:
         parser.error(f"--arms must include the baseline {BASELINE}")
+    if args.best_of:
+        ARMS["best"].folder_name = "+".join(["best", *sorted(args.best_of)])
     comparison = Comparison(args)
     zero = comparison.zero_shot()
     results = finished(comparison) if args.table_only else run_grid(comparison)
