@@ -239,15 +239,7 @@ class Comparison:
     def done(self, arm: str, seed: int | None) -> dict | None:
         """The arm's measured row: from ``--out``, else from ``--summary`` (then its
         per-query test file is copied back for the table)."""
-        folder = self.folder(arm, seed)
-        path = folder / "arm.json"
-        if not path.is_file() and self.args.summary is not None:
-            kept = self.args.summary / folder.relative_to(self.out)
-            if (kept / "arm.json").is_file():
-                folder.mkdir(parents=True, exist_ok=True)
-                for name in ("arm.json", "test-float32.json"):
-                    shutil.copyfile(kept / name, folder / name)
-        return json.loads(path.read_text()) if path.is_file() else None
+        return self.kept(str(self.folder(arm, seed).relative_to(self.out)))
 
     def run(self, arm: str, seed: int) -> dict:
         found = self.done(arm, None if arm in ONE_MODEL else seed)
@@ -364,7 +356,21 @@ class Comparison:
         return self.record(folder, output, started, ingredients=kept)
 
     def zero_shot(self) -> dict:
-        return self.record(self.out / "zero-shot", Path(self.args.model), time.time())
+        """The base model's row (measured once; read back from ``--summary`` too)."""
+        return self.kept("zero-shot") or self.record(self.out / "zero-shot",
+                                                     Path(self.args.model), time.time())
+
+    def kept(self, relative: str) -> dict | None:
+        """``out/RELATIVE/arm.json``, copied back from ``--summary`` when only it has it."""
+        folder = self.out / relative
+        if not (folder / "arm.json").is_file() and self.args.summary is not None:
+            kept = self.args.summary / relative
+            if (kept / "arm.json").is_file():
+                folder.mkdir(parents=True, exist_ok=True)
+                for name in ("arm.json", "test-float32.json"):
+                    shutil.copyfile(kept / name, folder / name)
+        path = folder / "arm.json"
+        return json.loads(path.read_text()) if path.is_file() else None
 
 
 def combined(comparison: Comparison, results: dict[str, list[dict]]) -> list[str]:
