@@ -5,8 +5,8 @@ maximum length, remote code), for recipes, the command line and
 A ground-floor module (standard library only), so that the recipe schema can check a
 family name at module top without importing the encoders. The built-ins (``qwen3``, ``gte``,
 ``nomic``, ``default``) are registered here by :func:`register_family` like any family a
-user adds from Python; :mod:`tapt.encoders.presets` re-exports all of it and adds
-:func:`~tapt.encoders.presets.get_preset` (which also reads a tapt export's recorded preset).
+user adds from Python; :func:`tapt.encoders.presets.get_preset` turns a name into its preset (and also reads a
+tapt export's recorded preset).
 
 Example::
 

@@ -25,17 +25,12 @@ GROUND = {"ids", "files", "redaction", "retry", "bounds", "families", "model_pat
           "provenance", "mapped_file", "cache_entries", "outputs", "digests"}
 """The modules directly inside ``tapt/`` that form the ground floor (standard library and
 numpy only, no other tapt layer)."""
-TOP_LEVEL = {"recipe": "recipe", "recipe_keys": "recipe", "cli": "cli", "cli_options": "cli",
-             "__main__": "cli"}
+TOP_LEVEL = {"recipe": "recipe", "recipe_keys": "recipe", "cli": "cli", "__main__": "cli"}
 PACKAGES = {"data": "data", "encoders": "encoders", "retrieval": "retrieval/hub",
             "hub": "retrieval/hub", "training": "training", "analysis": "analysis",
             "cli": "cli"}
 
-ALLOWED_UPWARD = {
-    ("tapt.encoders.bm25", "tapt.retrieval.bm25"):
-        "deprecation alias: BM25Retriever moved to tapt.retrieval.bm25 (a retriever, not an "
-        "encoder); the old module re-exports it until it is removed",
-}
+ALLOWED_UPWARD: dict[tuple[str, str], str] = {}
 """(importer, imported) pairs allowed to point upwards, with the reason."""
 
 KNOWN_HIDDEN_CYCLES: dict[frozenset, str] = {}
@@ -210,46 +205,6 @@ def test_function_level_imports_hide_no_cycle():
                                     "tapt.finite"])
 def test_ground_floor_modules_import_no_other_layer(module):
     assert {layer(target) for target, _, _ in EDGES[module]} <= {"ground"}
-
-
-# --- names that moved keep working from their old homes ------------------------------------
-
-@pytest.mark.parametrize(("old", "new", "names"), [
-    ("tapt.encoders.bm25", "tapt.retrieval.bm25", ["BM25Retriever"]),
-    ("tapt.retrieval.evaluator", "tapt.retrieval.in_loop",
-     ["RetrievalEvaluator", "model_retriever"]),
-    ("tapt.hub.tokens", "tapt.hub.secrets_scan", ["known_tokens", "file_containing"]),
-])
-def test_renamed_modules_are_deprecation_aliases(old, new, names, monkeypatch):
-    import importlib
-    import sys
-
-    new_module = importlib.import_module(new)
-    monkeypatch.delitem(sys.modules, old, raising=False)  # imported afresh, then restored
-    with pytest.warns(DeprecationWarning, match=new):
-        alias = importlib.import_module(old)
-    for name in names:
-        assert getattr(alias, name) is getattr(new_module, name)
-
-
-@pytest.mark.parametrize(("old", "new", "name"), [
-    ("tapt.encoders.presets", "tapt.families", "register_family"),
-    ("tapt.encoders.presets", "tapt.families", "PRESETS"),
-    ("tapt.encoders.presets", "tapt.families", "FamilyPreset"),
-    ("tapt.encoders.loading", "tapt.model_paths", "resolve_model_path"),
-    ("tapt.encoders.loading", "tapt.model_paths", "PACKAGE_SCHEME"),
-    ("tapt.data.sources", "tapt.ids", "hub_id_problem"),
-    ("tapt.data.sources", "tapt.ids", "is_hub_id"),
-    ("tapt.retrieval.finite", "tapt.finite", "NonFiniteEmbeddingsError"),
-    ("tapt.retrieval.finite", "tapt.finite", "nonfinite_rows"),
-    ("tapt.analysis.plots", "tapt.finite", "finite_number"),
-    ("tapt", "tapt.families", "register_family"),
-])
-def test_moved_names_are_the_same_objects_at_their_old_homes(old, new, name):
-    import importlib
-
-    assert getattr(importlib.import_module(old), name) is \
-        getattr(importlib.import_module(new), name)
 
 
 def test_finite_number_is_the_one_rule():

@@ -55,8 +55,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tapt.analysis import plots
-from tapt.analysis.pairing import FIELDS, SETTINGS, check_pair, data_key, lifted, \
-    unfingerprinted_note
+from tapt.analysis.pairing import (
+    FIELDS,
+    SETTINGS,
+    check_pair,
+    data_key,
+    lifted,
+    unfingerprinted_note,
+)
 from tapt.analysis.plots import pareto_front
 from tapt.analysis.significance import (
     ALPHA,

@@ -23,7 +23,7 @@ from pathlib import Path
 from tapt import bounds
 from tapt.data.beir import SPLITS
 from tapt.encoders.precision import DTYPE_NAMES
-from tapt.encoders.presets import registered_families
+from tapt.families import registered_families
 
 
 def number_type(bound: bounds.Bound, name: str, *, none: str | None = None) -> Callable:

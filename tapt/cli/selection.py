@@ -9,8 +9,8 @@ from pathlib import Path
 
 from rich.markup import escape
 
-from tapt.cli import terminal
 from tapt import bounds
+from tapt.cli import terminal
 from tapt.cli.options import check_folder, number_type
 
 

@@ -130,7 +130,8 @@ def cmd_export(args: argparse.Namespace) -> int:
 
     from tapt.encoders.backends import require_backend
     from tapt.encoders.factory import ModelOptions
-    from tapt.encoders.loading import check_model_source, resolve_model_path
+    from tapt.encoders.loading import check_model_source
+    from tapt.model_paths import resolve_model_path
     from tapt.training.backend_export import (
         ExportSettings,
         check_export_output,

@@ -30,7 +30,7 @@ from tapt.data.beir import (
     parse_queries,
     read_judged_ids,
 )
-from tapt.ids import hub_id_problem, is_hub_id  # noqa: F401  (re-exported: their old home)
+from tapt.ids import is_hub_id
 
 # datasets and huggingface_hub are imported when a Hub dataset is loaded: reading a local
 # BEIR folder (and importing tapt) does not import them.

@@ -53,7 +53,7 @@ class ModelSettings(Section):
     recipe is validated, before ``family`` is checked: a dotted module name Python can import,
     or the path of a ``.py`` file (see :func:`import_family_module`)."""
     family: str = "auto"
-    """A registered family (``tapt.encoders.presets.registered_families``) or ``auto``."""
+    """A registered family (``tapt.families.registered_families``) or ``auto``."""
     max_seq_length: Annotated[int, bounds.SEQUENCE_LENGTH] | None = None
     """Tokens per text when encoding and training (default: the family's or the model's)."""
     pooling: Literal["cls", "mean", "max", "lasttoken", "weightedmean"] | None = None
@@ -322,7 +322,7 @@ class HubSettings(Section):
     never from a recipe; ``HF_ENDPOINT`` selects a private Hub mirror."""
 
     repo_id: str | None = None
-    """``org/name``, checked by the Hub's rules (:func:`tapt.data.sources.hub_id_problem`)
+    """``org/name``, checked by the Hub's rules (:func:`tapt.ids.hub_id_problem`)
     when the recipe is loaded; None: do not push."""
     private: bool = True
     """Create the repository private (an existing one keeps its visibility)."""

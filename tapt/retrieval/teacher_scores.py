@@ -33,8 +33,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from tapt.data.arrow_corpus import corpus_texts as passage_texts
 from tapt.bounds import TRAINING_TARGET
+from tapt.data.arrow_corpus import corpus_texts as passage_texts
 from tapt.data.beir import BeirDataset, DataError, check_id, iter_jsonl
 from tapt.data.content import check_made_from
 from tapt.digests import file_digest, remove_sidecar, write_sidecar

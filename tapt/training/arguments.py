@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 from tapt.redaction import redact
-from tapt.training.distributed import is_main_process  # noqa: F401  (deprecated here)
 
 
 def has_accelerator() -> bool:

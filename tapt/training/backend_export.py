@@ -199,9 +199,9 @@ def export_for_serving(name: str, output: Path, settings: ExportSettings, *,
     from dataclasses import replace
 
     from tapt.encoders.factory import ModelOptions, load_model
-    from tapt.encoders.loading import resolve_model_path
     from tapt.encoders.preset_record import write_preset_record
     from tapt.files import atomic_write_text, staging_folder
+    from tapt.model_paths import resolve_model_path
 
     settings.check()
     if settings.backend == "openvino" and settings.quantize and not settings.calibration_texts:

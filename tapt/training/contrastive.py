@@ -371,7 +371,7 @@ def report_on_test(model, dataset: BeirDataset, recipe: Recipe, *, name: str | N
 
     Under DDP every rank encodes a share of the ~1M-passage test corpus and rank 0 scores
     (no cache); rank 0 gets the report, the others None. Non-finite embeddings raise
-    :class:`~tapt.retrieval.finite.NonFiniteEmbeddingsError` on every rank.
+    :class:`~tapt.finite.NonFiniteEmbeddingsError` on every rank.
     """
     from tapt.files import unwritable_reason
     from tapt.retrieval.embedding_cache import local_cache_root

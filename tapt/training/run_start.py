@@ -114,7 +114,7 @@ def open_run_dir(recipe: Recipe | DaptRecipe, overwrite: bool = False
 
 def input_paths(recipe: Recipe | DaptRecipe) -> list[tuple[str, Path]]:
     """(recipe key, resolved path) of every local input the recipe reads."""
-    from tapt.encoders.loading import resolve_model_path
+    from tapt.model_paths import resolve_model_path
 
     data = recipe.data
     found = [("model.name", resolve_model_path(recipe.model.name) if recipe.model.name else ""),

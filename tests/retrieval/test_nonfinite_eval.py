@@ -13,7 +13,7 @@ from safetensors.torch import load_file, save_file
 
 from tapt import DenseRetriever, Encoder, evaluate
 from tapt.cli import main
-from tapt.retrieval.finite import NonFiniteEmbeddingsError
+from tapt.finite import NonFiniteEmbeddingsError
 from tapt.retrieval.sharding import share
 
 

@@ -163,7 +163,8 @@ def test_a_recipe_with_a_bad_hub_repo_id_is_refused_at_load(repo_id, make_recipe
 
 def test_a_hub_dataset_id_follows_the_same_rule(tmp_path, monkeypatch):
     from tapt.data.beir import DataError
-    from tapt.data.sources import hub_id_problem, load_data
+    from tapt.data.sources import load_data
+    from tapt.ids import hub_id_problem
 
     monkeypatch.chdir(tmp_path)
     with pytest.raises(DataError, match="no such folder"):
