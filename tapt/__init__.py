@@ -11,10 +11,10 @@ from tapt.data.sources import load_data
 from tapt.encoders.base import Encoder
 from tapt.encoders.loading import ModelSpec, load_sentence_transformer
 from tapt.encoders.sentence import SentenceTransformerEncoder
-from tapt.families import register_family, registered_families
 from tapt.retrieval.dense import DenseRetriever
 from tapt.retrieval.evaluate import EvalReport, evaluate
 from tapt.retrieval.metrics import score_run
+from tapt.util.families import register_family, registered_families
 
 __version__ = "0.1.0"
 

@@ -1,8 +1,8 @@
 """tapt's layers, bottom up, and the rule that a module imports only from its own layer or
 below, with no cycles (README "Layout", DESIGN.md):
 
-    ground helpers (ids, files, redaction, retry, bounds, families, model_paths, finite)
-    -> data -> recipe -> encoders -> retrieval, hub -> training -> analysis -> cli
+    util -> data -> recipe -> encoders -> retrieval, hub -> training -> selection -> analysis
+    -> cli
 
 Every module under ``tapt/`` is parsed with ``ast`` (nothing is imported); every
 ``import tapt...`` / ``from tapt... import ...``, at module level or inside a function, is
@@ -15,20 +15,16 @@ import ast
 import graphlib
 from pathlib import Path
 
-import pytest
-
 PACKAGE = Path(__file__).resolve().parents[1] / "tapt"
 
-LAYERS = ["ground", "data", "recipe", "encoders", "retrieval/hub", "training", "analysis",
-          "cli"]
-GROUND = {"ids", "files", "redaction", "retry", "bounds", "families", "model_paths", "finite",
-          "provenance", "mapped_file", "cache_entries", "outputs", "digests"}
-"""The modules directly inside ``tapt/`` that form the ground floor (standard library and
-numpy only, no other tapt layer)."""
-TOP_LEVEL = {"recipe": "recipe", "recipe_keys": "recipe", "cli": "cli", "__main__": "cli"}
-PACKAGES = {"data": "data", "encoders": "encoders", "retrieval": "retrieval/hub",
-            "hub": "retrieval/hub", "training": "training", "analysis": "analysis",
-            "cli": "cli"}
+LAYERS = ["util", "data", "recipe", "encoders", "retrieval/hub", "training", "selection",
+          "analysis", "cli"]
+PACKAGES = {"util": "util", "data": "data", "recipe": "recipe", "encoders": "encoders",
+            "retrieval": "retrieval/hub", "hub": "retrieval/hub", "training": "training",
+            "selection": "selection", "analysis": "analysis", "cli": "cli"}
+"""Each package directly inside ``tapt/`` and its layer."""
+ROOT_MODULES = {"__main__": "cli"}
+"""The modules directly inside ``tapt/`` besides ``__init__`` (the public facade, the top)."""
 
 ALLOWED_UPWARD: dict[tuple[str, str], str] = {}
 """(importer, imported) pairs allowed to point upwards, with the reason."""
@@ -52,12 +48,26 @@ def layer(module: str) -> str:
         return "cli"
     if parts[1] in PACKAGES:
         return PACKAGES[parts[1]]
-    if parts[1] in TOP_LEVEL:
-        return TOP_LEVEL[parts[1]]
-    if parts[1] in GROUND:
-        return "ground"
-    raise AssertionError(f"{module}: not in any layer; add it to GROUND, TOP_LEVEL or PACKAGES "
-                         "in tests/test_import_layers.py (and to the README's layout)")
+    if parts[1] in ROOT_MODULES:
+        return ROOT_MODULES[parts[1]]
+    raise AssertionError(f"{module}: not in any layer; add its package to PACKAGES in "
+                         "tests/test_import_layers.py (and to the README's layout)")
+
+
+def test_the_root_holds_only_the_entry_points_and_the_packages():
+    """``tapt/`` lists ``__init__.py``, ``__main__.py``, the helpers package and the concern
+    packages: a helper module belongs in ``util/``, a concern's module in its package."""
+    loose = sorted(path.name for path in PACKAGE.glob("*.py")
+                   if path.stem not in ("__init__", *ROOT_MODULES))
+    assert loose == []
+    packages = {path.name for path in PACKAGE.iterdir() if (path / "__init__.py").is_file()}
+    assert packages == set(PACKAGES)
+
+
+def test_no_module_is_above_500_lines():
+    long = {str(path.relative_to(PACKAGE)): n for path in sorted(PACKAGE.rglob("*.py"))
+            if (n := len(path.read_text(encoding="utf-8").splitlines())) > 500}
+    assert long == {}
 
 
 def is_type_checking(node: ast.If) -> bool:
@@ -201,14 +211,14 @@ def test_function_level_imports_hide_no_cycle():
     assert not circles, f"import cycles through function-level imports: {circles}"
 
 
-@pytest.mark.parametrize("module", ["tapt.families", "tapt.model_paths", "tapt.ids",
-                                    "tapt.finite"])
-def test_ground_floor_modules_import_no_other_layer(module):
-    assert {layer(target) for target, _, _ in EDGES[module]} <= {"ground"}
+def test_the_util_package_imports_no_other_layer():
+    """The ground floor (standard library, numpy, rich): no other tapt layer."""
+    for module in (name for name in MODULES if layer(name) == "util"):
+        assert {layer(target) for target, _, _ in EDGES[module]} <= {"util"}, module
 
 
 def test_finite_number_is_the_one_rule():
-    from tapt.finite import finite_number
+    from tapt.util.finite import finite_number
 
     assert finite_number(0) and finite_number(-2.5)
     for value in (float("nan"), float("inf"), True, None, "1", 10**400):

@@ -78,8 +78,8 @@ from tapt.analysis.significance import (
     seed_average,
 )
 from tapt.encoders.preset_record import read_preset_record
-from tapt.finite import finite_number
 from tapt.retrieval.metrics import METRIC_KEYS
+from tapt.util.finite import finite_number
 
 # rich (the table printer) and scipy (significance) are imported where they are used.
 

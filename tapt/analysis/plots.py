@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tapt.finite import finite_number
+from tapt.util.finite import finite_number
 
 # matplotlib is imported by the functions that draw: importing tapt.analysis must not.
 

@@ -28,7 +28,7 @@ from tapt.cli.options import (
     seed,
     top_k,
 )
-from tapt.files import atomic_write_json, atomic_write_text
+from tapt.util.files import atomic_write_json, atomic_write_text
 
 
 def add_parsers(commands) -> None:

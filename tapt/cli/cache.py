@@ -82,9 +82,9 @@ def _summary(verb: str, models, corpora) -> str:
 
 
 def cmd_cache(args: argparse.Namespace) -> int:
-    from tapt.cache_entries import prune_entries
     from tapt.data.arrow_corpus import list_corpus_files
     from tapt.retrieval.embedding_cache import list_entries
+    from tapt.util.cache_entries import prune_entries
 
     root, folder = _root(args), _corpus_folder(args)
     models, corpora = list_entries(root), list_corpus_files(folder)

@@ -47,7 +47,7 @@ def cmd_cases(args: argparse.Namespace) -> int:
     from tapt.analysis.cases import common_split, find_cases, read_system, render_markdown
     from tapt.data.beir import strictness
     from tapt.data.sources import load_data
-    from tapt.files import atomic_write_text
+    from tapt.util.files import atomic_write_text
 
     check_outputs([("--output", args.output)], overwrite=args.overwrite)
     systems = [read_system(spec) for spec in args.results]  # checked before the data loads

@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
                         handlers=[RichHandler(show_path=False, level=level,
                                               console=terminal.log_console())])
     logger.setLevel(level)  # --quiet: warnings and errors only
-    from tapt.redaction import install_log_redaction, redact
+    from tapt.util.redaction import install_log_redaction, redact
 
     install_log_redaction()
     from tapt.hub.errors import PushFailed

@@ -45,7 +45,7 @@ def run_map(args: argparse.Namespace, loaders, load_dataset, output: Path, plot:
     from tapt.analysis import plots
     from tapt.analysis.maps import choose_method, embedding_maps, map_figure
     from tapt.data.labels import read_labels
-    from tapt.files import atomic_write_json
+    from tapt.util.files import atomic_write_json
 
     choose_method(args.method)  # a missing umap-learn fails before anything loads
     labels = read_labels(labels_folder(args), [args.color_by])[args.color_by]

@@ -2,7 +2,7 @@
 anything.
 
 - The argparse number types: every numeric flag of every command uses one of
-  :data:`NUMBER_TYPES`, built from :mod:`tapt.bounds` (the table of ranges), so
+  :data:`NUMBER_TYPES`, built from :mod:`tapt.util.bounds` (the table of ranges), so
   ``--batch-size 0``, ``--k1 nan``, ``--k1 1e100`` or ``--rrf-k inf`` stop at parsing with
   ``argument --k1: must be ...`` and the reason (exit code 2); every flag's help ends with
   its range.
@@ -20,10 +20,10 @@ import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from tapt import bounds
 from tapt.data.beir import SPLITS
 from tapt.encoders.precision import DTYPE_NAMES
-from tapt.families import registered_families
+from tapt.util import bounds
+from tapt.util.families import registered_families
 
 
 def number_type(bound: bounds.Bound, name: str, *, none: str | None = None) -> Callable:
@@ -54,7 +54,7 @@ fraction = number_type(bounds.FRACTION, "fraction")
 open_fraction = number_type(bounds.OPEN_FRACTION, "open_fraction")
 margin_or_none = number_type(bounds.MARGIN, "margin_or_none", none="none")
 finite_float = number_type(bounds.FINITE_FLOAT, "finite_float")
-# The flags' own ranges (tapt.bounds' table): an upper end where a dtype or memory ends.
+# The flags' own ranges (tapt.util.bounds' table): an upper end where a dtype or memory ends.
 width = number_type(bounds.WIDTH, "width")
 sequence_length = number_type(bounds.SEQUENCE_LENGTH, "sequence_length")
 tokens_per_batch = number_type(bounds.TOKENS_PER_BATCH, "tokens_per_batch")
@@ -116,11 +116,11 @@ def check_outputs(paths: Iterable[tuple[str, Path | None]], *, overwrite: bool =
     ``overwrite=False`` refuses existing files. ``inputs``: (flag, path) pairs of what the
     command reads (:func:`data_inputs`, :func:`model_inputs`); an output that is, holds or
     lies inside one is refused whatever ``overwrite`` says
-    (:func:`tapt.outputs.check_apart`). Raises ``FileExistsError``, ``NotADirectoryError``
+    (:func:`tapt.util.outputs.check_apart`). Raises ``FileExistsError``, ``NotADirectoryError``
     / ``IsADirectoryError`` / ``PermissionError`` or
-    :class:`~tapt.outputs.OutputOnInputError` naming the flag and the path.
+    :class:`~tapt.util.outputs.OutputOnInputError` naming the flag and the path.
     """
-    from tapt.outputs import check_apart
+    from tapt.util.outputs import check_apart
 
     paths = list(paths)
     check_apart(paths, inputs)
@@ -152,7 +152,7 @@ def check_cache_folders(args: argparse.Namespace) -> None:
     must be a folder or one that can be created; a file there (or above it) is an error
     naming the flag, not ``[Errno 17]`` once the data is loaded. A folder that cannot be
     written passes: a read-only shared cache is read as it is."""
-    from tapt.files import check_writable
+    from tapt.util.files import check_writable
 
     for flag, dest in CACHE_FLAGS:
         folder = getattr(args, dest, None)
@@ -175,7 +175,7 @@ def data_inputs(flag: str, data: str | os.PathLike | None, config: str | None = 
                 ) -> list[tuple[str, Path]]:
     """The files a local BEIR folder given to ``flag`` is read from (its corpus, queries and
     ``qrels/``, also under ``config`` when given): outputs must not land on them. A Hub id
-    gives paths that do not exist, which :func:`tapt.outputs.check_apart` skips."""
+    gives paths that do not exist, which :func:`tapt.util.outputs.check_apart` skips."""
     if not data:
         return []
     folders = [Path(data).expanduser()]
@@ -188,7 +188,7 @@ def model_inputs(flag: str, specs: str | Iterable[str] | None) -> list[tuple[str
     """The local model folders of ``flag``'s values (``package:`` models resolved, a
     ``NAME=`` label dropped as :func:`tapt.analysis.compare.split_spec` does); a Hub id, an
     API model or ``bm25`` names no local folder and is skipped by the check."""
-    from tapt.model_paths import resolve_model_path
+    from tapt.encoders.model_paths import resolve_model_path
 
     if specs is None:
         return []
@@ -207,7 +207,7 @@ def model_inputs(flag: str, specs: str | Iterable[str] | None) -> list[tuple[str
 def check_folder(flag: str, folder: Path, *, shown: Path | None = None) -> None:
     """``folder`` exists and is writable, or can be created in its nearest existing
     ancestor; else an error naming ``flag`` and ``shown`` (default: ``folder``)."""
-    from tapt.files import check_writable
+    from tapt.util.files import check_writable
 
     shown = folder if shown is None else shown
     try:
@@ -224,7 +224,7 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter,
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""
         bound = getattr(action.type, "bound", None)
-        if bound is not None and action.option_strings:  # the range from tapt.bounds
+        if bound is not None and action.option_strings:  # the range from tapt.util.bounds
             text = f"{text} [range: {bound.description}]"
         default = action.default
         if ("default" in text or not action.option_strings or default is None

@@ -9,9 +9,9 @@ from pathlib import Path
 
 from rich.markup import escape
 
-from tapt import bounds
 from tapt.cli import terminal
 from tapt.cli.options import check_folder, number_type
+from tapt.util import bounds
 
 
 def add_parsers(commands) -> None:

@@ -67,7 +67,7 @@ def show_index(info: dict) -> None:
     precision = search.get("embedding_precision", "float32")
     if precision == "float32":
         return
-    from tapt.files import human
+    from tapt.util.files import human
 
     rescore = search.get("rescore_multiplier")
     terminal.console.print(
@@ -131,7 +131,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     from tapt.encoders.backends import require_backend
     from tapt.encoders.factory import ModelOptions
     from tapt.encoders.loading import check_model_source
-    from tapt.model_paths import resolve_model_path
+    from tapt.encoders.model_paths import resolve_model_path
     from tapt.training.backend_export import (
         ExportSettings,
         check_export_output,

@@ -9,7 +9,6 @@ from pathlib import Path
 
 from rich.markup import escape
 
-from tapt import bounds
 from tapt.cli import terminal
 from tapt.cli.options import (
     add_quiet_arg,
@@ -26,6 +25,7 @@ from tapt.cli.options import (
     tokens_per_batch,
 )
 from tapt.encoders.precision import DTYPE_NAMES
+from tapt.util import bounds
 
 
 def add_parsers(commands) -> None:
@@ -285,7 +285,7 @@ def _guard_set(args: argparse.Namespace):
 
 def cmd_recipe(args: argparse.Namespace) -> int:
     from tapt.recipe import describe_schema
-    from tapt.recipe_keys import format_rows
+    from tapt.recipe.keys import format_rows
 
     print(format_rows(describe_schema(args.kind)))  # plain text: no wrapping, for grep
     return 0

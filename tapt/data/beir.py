@@ -5,7 +5,7 @@ A BEIR folder holds ``corpus.jsonl`` (``_id``, ``title``, ``text``), ``queries.j
 FormBench grades its qrels: 3 = anchor, 2 = hard negative, 1 = soft negative; most public
 BEIR sets mark relevant passages with 1. Which grade is relevant is the dataset's
 :class:`~tapt.data.relevance.RelevanceRule` (``auto``: FormBench's when a grade of 3 or
-more occurs, else BEIR's). Ids follow :mod:`tapt.ids` (no whitespace or control
+more occurs, else BEIR's). Ids follow :mod:`tapt.util.ids` (no whitespace or control
 characters). Loading a split also reads the query ids of the other qrels files present:
 a query judged in two splits is an error for training and a warning for evaluation.
 
@@ -33,7 +33,7 @@ from tapt.data.relevance import (  # noqa: F401  (the grades, importable from he
     RelevanceRule,
     choose_rule,
 )
-from tapt.ids import id_problem
+from tapt.util.ids import id_problem
 
 logger = logging.getLogger(__name__)
 
@@ -194,7 +194,7 @@ def string_field(path: str | os.PathLike, line: int, record: dict, name: str, *,
 
 
 def check_id(path: str | os.PathLike, line: int | None, value: str, name: str) -> None:
-    """Refuse an id that breaks :mod:`tapt.ids`' rule, naming the file, line and field."""
+    """Refuse an id that breaks :mod:`tapt.util.ids`' rule, naming the file, line and field."""
     problem = id_problem(value)
     if problem:
         raise DataError(path, problem, line, name)
@@ -270,7 +270,7 @@ def read_qrels(path: str | os.PathLike, corpus_ids: Iterable[str] | None = None,
                relevant_from: int | str = "auto") -> Qrels:
     """Read and validate one ``qrels/{split}.tsv``.
 
-    Checks the header, integer scores, ids (:mod:`tapt.ids`), duplicate pairs, ids unknown
+    Checks the header, integer scores, ids (:mod:`tapt.util.ids`), duplicate pairs, ids unknown
     to the corpus or the queries (when given), empty splits, and, with ``require_anchor``,
     that every query has a relevant passage under the rule ``relevant_from`` (``auto``:
     decided on this file's grades, see :func:`~tapt.data.relevance.choose_rule`).
@@ -521,7 +521,7 @@ def check_disjoint_splits(qrels: dict[str, Qrels], files: dict[str, str | os.Pat
 def write_beir(folder: str | os.PathLike, corpus: dict[str, Passage], queries: dict[str, str],
                qrels: dict[str, Qrels]) -> Path:
     """Write a BEIR folder. Refuses to overwrite a folder that already holds a dataset, and
-    ids that :mod:`tapt.ids` refuses (what it writes, it reads back)."""
+    ids that :mod:`tapt.util.ids` refuses (what it writes, it reads back)."""
     folder = Path(folder)
     if (folder / "corpus.jsonl").exists() or (folder / "qrels").exists():
         raise FileExistsError(f"{folder} already holds a BEIR dataset; choose another folder "

@@ -15,7 +15,7 @@ registered by :func:`register_family` like any family a user adds from Python::
                          "document": "passage: "}, patterns=[r"\\be5-"], max_length=512)
 
 after which ``family: e5`` (recipe), ``--family e5`` and ``family: auto`` for a model named
-``intfloat/e5-base-v2`` use it. The registry itself lives in :mod:`tapt.families` (a
+``intfloat/e5-base-v2`` use it. The registry itself lives in :mod:`tapt.util.families` (a
 ground-floor module that the recipe schema reads); this module adds :func:`get_preset`. It
 lives in the process: a recipe run by ``tapt train`` names the module that registers its family in
 ``model.family_module``.
@@ -24,7 +24,13 @@ lives in the process: a recipe run by ``tapt train`` names the module that regis
 from __future__ import annotations
 
 from tapt.encoders.preset_record import read_preset_record
-from tapt.families import PRESETS, FamilyError, FamilyPreset, detect_family, registered_families
+from tapt.util.families import (
+    PRESETS,
+    FamilyError,
+    FamilyPreset,
+    detect_family,
+    registered_families,
+)
 
 __all__ = ["get_preset"]
 

@@ -11,13 +11,13 @@ from pydantic import (
     model_validator,
 )
 
-from tapt import bounds
 from tapt.data.relevance import parse_relevant_from
-from tapt.families import registered_families
-from tapt.ids import hub_id_problem
 from tapt.recipe.base import RecipeError, Section, Seed, local_path
 from tapt.recipe.loss import LossSettings
 from tapt.recipe.selection import GuardSettings, check_average_last, check_tapt_only
+from tapt.util import bounds
+from tapt.util.families import registered_families
+from tapt.util.ids import hub_id_problem
 
 
 class LoraSettings(Section):
@@ -53,7 +53,7 @@ class ModelSettings(Section):
     recipe is validated, before ``family`` is checked: a dotted module name Python can import,
     or the path of a ``.py`` file (see :func:`import_family_module`)."""
     family: str = "auto"
-    """A registered family (``tapt.families.registered_families``) or ``auto``."""
+    """A registered family (``tapt.util.families.registered_families``) or ``auto``."""
     max_seq_length: Annotated[int, bounds.SEQUENCE_LENGTH] | None = None
     """Tokens per text when encoding and training (default: the family's or the model's)."""
     pooling: Literal["cls", "mean", "max", "lasttoken", "weightedmean"] | None = None
@@ -322,7 +322,7 @@ class HubSettings(Section):
     never from a recipe; ``HF_ENDPOINT`` selects a private Hub mirror."""
 
     repo_id: str | None = None
-    """``org/name``, checked by the Hub's rules (:func:`tapt.ids.hub_id_problem`)
+    """``org/name``, checked by the Hub's rules (:func:`tapt.util.ids.hub_id_problem`)
     when the recipe is loaded; None: do not push."""
     private: bool = True
     """Create the repository private (an existing one keeps its visibility)."""

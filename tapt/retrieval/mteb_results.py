@@ -153,7 +153,7 @@ def mteb_model_name(name: str) -> str:
     """An MTEB model name (``organization/model``) for what tapt evaluated: ``bm25`` as
     ``tapt/bm25s``, ``openai:MODEL`` as ``openai/MODEL``, a Hub id as is, a local folder as
     ``local/<folder name>`` (no path of this machine goes into a result)."""
-    from tapt.ids import is_hub_id
+    from tapt.util.ids import is_hub_id
 
     if name == "bm25":
         return "tapt/bm25s"

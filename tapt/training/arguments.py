@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tapt.redaction import redact
+from tapt.util.redaction import redact
 
 
 def has_accelerator() -> bool:

@@ -18,7 +18,7 @@ optimised file replaces the float32 one sentence-transformers wrote, so
 ``SentenceTransformer(DIR, backend=...)`` loads what the card describes. Beside it: the
 tokenizer, modules and prompts, ``tapt_preset.json`` (``stage: export``, the backend and
 conversion), the source's LICENSE when it has one, and a model card saying what was done.
-The folder is staged and renamed into place (:mod:`tapt.files`); an existing one is
+The folder is staged and renamed into place (:mod:`tapt.util.files`); an existing one is
 replaced only with ``overwrite`` and only when it is a tapt export; the source is never
 written to.
 """
@@ -199,9 +199,9 @@ def export_for_serving(name: str, output: Path, settings: ExportSettings, *,
     from dataclasses import replace
 
     from tapt.encoders.factory import ModelOptions, load_model
+    from tapt.encoders.model_paths import resolve_model_path
     from tapt.encoders.preset_record import write_preset_record
-    from tapt.files import atomic_write_text, staging_folder
-    from tapt.model_paths import resolve_model_path
+    from tapt.util.files import atomic_write_text, staging_folder
 
     settings.check()
     if settings.backend == "openvino" and settings.quantize and not settings.calibration_texts:

@@ -253,8 +253,8 @@ def train_in(start: RunStart, recipe: Recipe, *, run_test: bool = False,
     result = TrainResult(run_dir=run.root, final_dir=None, history=history, best_step=best_step)
 
     # 5. Export first (a failing test evaluation must not cost the model), then test.
-    from tapt.files import publish
     from tapt.training.export import save_model, write_card
+    from tapt.util.files import publish
 
     # The export is written into a staging folder and renamed to final/ only when whole.
     staging = None
@@ -371,12 +371,12 @@ def report_on_test(model, dataset: BeirDataset, recipe: Recipe, *, name: str | N
 
     Under DDP every rank encodes a share of the ~1M-passage test corpus and rank 0 scores
     (no cache); rank 0 gets the report, the others None. Non-finite embeddings raise
-    :class:`~tapt.finite.NonFiniteEmbeddingsError` on every rank.
+    :class:`~tapt.util.finite.NonFiniteEmbeddingsError` on every rank.
     """
-    from tapt.files import unwritable_reason
     from tapt.retrieval.embedding_cache import local_cache_root
     from tapt.retrieval.evaluate import evaluate
     from tapt.retrieval.in_loop import model_retriever
+    from tapt.util.files import unwritable_reason
 
     root = local_cache_root() if cached else None
     reason = None if root is None else unwritable_reason(root)

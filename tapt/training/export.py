@@ -21,12 +21,12 @@ import importlib.resources
 import json
 from pathlib import Path
 
-from tapt.files import atomic_write_json, atomic_write_text
-from tapt.ids import is_hub_id
 from tapt.recipe import Recipe
 from tapt.retrieval.metrics import METRIC_KEYS
 from tapt.retrieval.mteb_results import mteb_eval_results
 from tapt.training.lora import merge_lora
+from tapt.util.files import atomic_write_json, atomic_write_text
+from tapt.util.ids import is_hub_id
 
 LICENSE_ID = "apache-2.0"
 CARD_SECTION_MARKER = "## Task-adaptive training with tapt"
@@ -95,7 +95,7 @@ def drop_data_samples(card) -> None:
 
 def redact_card(card: Path) -> None:
     """Rewrite the model card ``card`` that sentence-transformers wrote (a checkpoint's, an
-    export's) with its text redacted (:func:`tapt.files.atomic_write_text`); no card: no-op."""
+    export's) with its text redacted (:func:`tapt.util.files.atomic_write_text`); no card: no-op."""
     if card.is_file():
         atomic_write_text(card, card.read_text(encoding="utf-8"))
 
@@ -104,8 +104,8 @@ def base_model_id(name: str) -> str | None:
     """The Hub id of the model a run on ``name`` (a recipe's ``model.name``) started from,
     through any chain of tapt runs (``tapt_preset.json`` records it), or None when that
     first model is a ``package:`` or a local folder."""
+    from tapt.encoders.model_paths import PACKAGE_SCHEME
     from tapt.encoders.preset_record import base_model_of
-    from tapt.model_paths import PACKAGE_SCHEME
 
     try:
         base = base_model_of(name)
@@ -119,7 +119,7 @@ def base_model_id(name: str) -> str | None:
 def model_label(name: str) -> str:
     """``name`` as a card shows it: a Hub id or ``package:`` as is, a local path by its
     folder name (a published card carries no paths of this machine)."""
-    from tapt.model_paths import PACKAGE_SCHEME
+    from tapt.encoders.model_paths import PACKAGE_SCHEME
 
     if name.startswith(PACKAGE_SCHEME) or not Path(name).exists():
         return name

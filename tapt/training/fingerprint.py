@@ -97,7 +97,7 @@ def beir_files(source: str, config: str | None, splits: list[str], revision: str
 
 def model_files(name: str, revision: str | None) -> dict:
     """A local model folder's weight files, or the Hub entry of a model id."""
-    from tapt.model_paths import resolve_model_path
+    from tapt.encoders.model_paths import resolve_model_path
 
     path = Path(resolve_model_path(name))
     if path.is_dir():

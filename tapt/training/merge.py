@@ -40,10 +40,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tapt.bounds import FRACTION
 from tapt.retrieval.metrics import METRIC_KEYS
 from tapt.training.merge_export import check_merge_output, export_merge
 from tapt.training.merge_types import DevSelection, GridPoint, MergeError
+from tapt.util.bounds import FRACTION
 
 if TYPE_CHECKING:
     from tapt.data.beir import BeirDataset

@@ -10,7 +10,7 @@ records them (a local folder by its name, a Hub cache snapshot as its Hub id and
 so a published card carries no path of this machine.
 
 The export is written into a staging folder and renamed into place when whole
-(:mod:`tapt.files`); with ``overwrite`` an existing tapt export is replaced only then.
+(:mod:`tapt.util.files`); with ``overwrite`` an existing tapt export is replaced only then.
 """
 
 from __future__ import annotations
@@ -38,11 +38,11 @@ def check_merge_output(output: Path, sources: Sequence[str], *, overwrite: bool,
                        inputs: Sequence[tuple[str, str | os.PathLike | None]] = ()) -> None:
     """Refuse, before anything loads, an ``--output`` that is, holds or lies inside a source
     model or another input (``inputs``: the dev and guard data), ``--overwrite`` or not
-    (:func:`tapt.outputs.check_apart`), or that exists (unless ``overwrite``, and then only
+    (:func:`tapt.util.outputs.check_apart`), or that exists (unless ``overwrite``, and then only
     a tapt export). Whether it can be written is the command line's check (with its other
     options)."""
-    from tapt.model_paths import resolve_model_path
-    from tapt.outputs import OutputOnInputError, check_apart
+    from tapt.encoders.model_paths import resolve_model_path
+    from tapt.util.outputs import OutputOnInputError, check_apart
 
     output = Path(output)
     models = []
@@ -171,14 +171,14 @@ def export_merge(model, output: Path, *, spec, sources: Sequence, weights: Seque
     of a model soup (:class:`tapt.training.soup.SoupResult`), kept in ``merge.json`` and
     the card."""
     from tapt.encoders.preset_record import write_preset_record
-    from tapt.files import (
+    from tapt.training.export import apache_license_text, cast_saved_weights
+    from tapt.util.files import (
         atomic_write_json,
         atomic_write_text,
         ensure_free_space,
         parameter_bytes,
         staging_folder,
     )
-    from tapt.training.export import apache_license_text, cast_saved_weights
 
     output = Path(output)
     ensure_free_space(output.parent, parameter_bytes(model, 4 if dtype == "float32" else 2),
@@ -204,7 +204,7 @@ def export_merge(model, output: Path, *, spec, sources: Sequence, weights: Seque
 def replace_folder(staging: Path, output: Path, *, overwrite: bool) -> Path:
     """Publish ``staging`` as ``output``; an existing tapt export there (``overwrite``) is
     moved aside first and removed once the new one is in place (restored on failure)."""
-    from tapt.files import publish
+    from tapt.util.files import publish
 
     if not (overwrite and output.exists()):
         return publish(staging, output)

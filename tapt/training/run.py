@@ -39,7 +39,7 @@ def check_hub(recipe) -> None:
 
 def export_staging(model, run: RunDir, recipe) -> Path:
     """The staging folder of ``final/``, after checking there is room for the export."""
-    from tapt.files import ensure_free_space, parameter_bytes, staging_folder
+    from tapt.util.files import ensure_free_space, parameter_bytes, staging_folder
 
     bytes_per_value = 4 if recipe.export.dtype == "float32" else 2
     ensure_free_space(run.root, parameter_bytes(model, bytes_per_value), "the export")
@@ -91,9 +91,9 @@ def run_trainer(trainer, run: RunDir, resume_from: str | None) -> None:
 
 def write_results(run: RunDir, results: dict) -> None:
     """``results.json``, written whole or not at all, secrets redacted, with its
-    :func:`~tapt.provenance.provenance` (versions, date, command)."""
-    from tapt.files import atomic_write_json
-    from tapt.provenance import provenance
+    :func:`~tapt.util.provenance.provenance` (versions, date, command)."""
+    from tapt.util.files import atomic_write_json
+    from tapt.util.provenance import provenance
 
     atomic_write_json(run.results_file, {**results, "provenance": provenance()})
 

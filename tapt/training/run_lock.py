@@ -33,8 +33,8 @@ from pathlib import Path
 from typing import Self
 
 from tapt.recipe import RecipeError
-from tapt.redaction import redact
 from tapt.training.distributed import is_main_process
+from tapt.util.redaction import redact
 
 logger = logging.getLogger(__name__)
 

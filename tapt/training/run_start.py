@@ -56,7 +56,7 @@ RUN_ENTRIES = {"recipe.yaml", "checkpoints", "metrics.jsonl", "final", "final.pa
                "results.json", "test.json", "incomplete", LOCK_NAME}
 """What a tapt run folder holds (besides ``tapt report`` output and PNGs)."""
 PARTIAL = re.compile(r"\..+\.\d+\.partial")
-"""A file :func:`tapt.files.atomic_write_text` was writing when a crash came."""
+"""A file :func:`tapt.util.files.atomic_write_text` was writing when a crash came."""
 
 
 @dataclass
@@ -114,7 +114,7 @@ def open_run_dir(recipe: Recipe | DaptRecipe, overwrite: bool = False
 
 def input_paths(recipe: Recipe | DaptRecipe) -> list[tuple[str, Path]]:
     """(recipe key, resolved path) of every local input the recipe reads."""
-    from tapt.model_paths import resolve_model_path
+    from tapt.encoders.model_paths import resolve_model_path
 
     data = recipe.data
     found = [("model.name", resolve_model_path(recipe.model.name) if recipe.model.name else ""),
@@ -135,9 +135,9 @@ def check_output_dir(recipe: Recipe | DaptRecipe,
     """Refuse an ``output_dir`` that is a file, that is, holds or lies inside an input (a
     run writes checkpoints, metrics and an export there), whose path holds a secret, or
     that holds ``recipe_file`` (the recipe given), unless that is the run's own record
-    ``OUTPUT/recipe.yaml`` (which a resumed run rewrites) (:func:`tapt.outputs.check_apart`).
+    ``OUTPUT/recipe.yaml`` (which a resumed run rewrites) (:func:`tapt.util.outputs.check_apart`).
     """
-    from tapt.outputs import OutputOnInputError, check_apart
+    from tapt.util.outputs import OutputOnInputError, check_apart
 
     given = Path(recipe.output_dir)
     if given.exists() and not given.is_dir():
@@ -156,7 +156,7 @@ def check_output_dir(recipe: Recipe | DaptRecipe,
 def is_run_record(recipe_file: Path, output_dir: Path) -> bool:
     """``recipe_file`` is ``output_dir``'s own ``recipe.yaml`` as tapt wrote it (it records
     the inputs' fingerprint): resuming from it rewrites tapt's record, not a user's file."""
-    from tapt.outputs import resolved
+    from tapt.util.outputs import resolved
 
     if resolved(recipe_file) != resolved(RunDir(output_dir).recipe_file):
         return False

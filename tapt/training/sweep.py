@@ -13,12 +13,12 @@ Rules:
 - The sweep folder (``--output``, default ``<output_dir>-sweep``) is new, empty, or one a
   sweep created (it holds :data:`MARKER_FILE`): a folder of the user's (their own
   ``sweep.json``, say) is refused. It must not be, hold or lie inside an input (the recipe,
-  the data, a model: :func:`tapt.outputs.check_apart`), and it is locked while the sweep
+  the data, a model: :func:`tapt.util.outputs.check_apart`), and it is locked while the sweep
   runs (:mod:`tapt.training.run_lock`): a second sweep on it is refused naming the holder's
   pid; a lock a killed sweep left is taken over.
 - Each trial is a normal run folder under the sweep folder, named by its varying overrides
   plus a short hash of all of them (``learning_rate=2e-05_seed=0-1a2b3c4d``); a value that
-  holds a secret (:func:`tapt.redaction.redact` changes it) is named by a digest
+  holds a secret (:func:`tapt.util.redaction.redact` changes it) is named by a digest
   (``run_name=redacted-5e6f7a8b``), so no folder, checkpoint path or trainer file holds it.
   A finished trial (``final/`` and a finished
   ``results.json`` of the same recipe and inputs) is not rerun: its results are read. A
@@ -61,11 +61,11 @@ from pathlib import Path
 
 from tapt.data.beir import DataError
 from tapt.recipe import Recipe, RecipeError, load_recipe
-from tapt.redaction import redact
 from tapt.training.distributed import is_main_process
 from tapt.training.run_dir import RunDir
 from tapt.training.run_lock import LOCK_NAME, RunLockedError, live_holder, locked_message, run_lock
 from tapt.training.sweep_report import report_markdown, setting_rows  # noqa: F401
+from tapt.util.redaction import redact
 
 logger = logging.getLogger(__name__)
 
@@ -248,7 +248,7 @@ def trial_name(overrides: list[str], varying: set[str]) -> str:
 def name_part(value: str) -> str:
     """``value`` as it may appear in a folder name: unsafe characters replaced, and a value
     that holds a secret (a known secret's value or a token shape, which
-    :func:`tapt.redaction.redact` would replace) named by a digest instead."""
+    :func:`tapt.util.redaction.redact` would replace) named by a digest instead."""
     if redact(value) != value:
         return "redacted-" + hashlib.sha256(value.encode()).hexdigest()[:8]
     return _UNSAFE.sub("-", value).strip("-.")
@@ -315,8 +315,8 @@ def check_sweep_folder(folder: Path, recipe_path: Path, recipes: list[Recipe]) -
     """The sweep folder is not in use by another sweep, lies apart from every input (the
     recipe file, the trials' data and models), and is new, empty or a sweep's (see the
     module docstring); else a :class:`RecipeError` naming ``--output``."""
-    from tapt.outputs import OutputOnInputError, check_apart
     from tapt.training.run_start import input_paths
+    from tapt.util.outputs import OutputOnInputError, check_apart
 
     if folder.exists() and not folder.is_dir():
         raise RecipeError(f"--output {folder} is a file, not a sweep folder")
@@ -363,7 +363,8 @@ def foreign_entries(folder: Path) -> list[str]:
 
 
 def _is_partial(name: str) -> bool:
-    """A file :func:`tapt.files.atomic_write_text` left when a crash came (``.NAME.PID.partial``)."""
+    """A file :func:`tapt.util.files.atomic_write_text` left when a crash came
+    (``.NAME.PID.partial``)."""
     return bool(re.fullmatch(rf"\.(?:{re.escape(SWEEP_FILE)}|{re.escape(REPORT_FILE)})"
                              r"\.\d+\.partial", name))
 
@@ -399,7 +400,7 @@ def recorded_trials(path: Path) -> set[str] | None:
 
 def write_marker(folder: Path, recipe_path: Path) -> None:
     """Mark ``folder`` as a sweep's (once; main process)."""
-    from tapt.files import atomic_write_json
+    from tapt.util.files import atomic_write_json
 
     if not (folder / MARKER_FILE).exists():
         atomic_write_json(folder / MARKER_FILE, {
@@ -526,7 +527,7 @@ def _run_trials(sweep: Sweep) -> SweepResult:
     result = rank(sweep)
     write_state(sweep, result)
     if is_main_process():
-        from tapt.files import atomic_write_text
+        from tapt.util.files import atomic_write_text
 
         atomic_write_text(sweep.folder / REPORT_FILE, report_markdown(sweep, result))
     return result
@@ -587,7 +588,7 @@ def write_state(sweep: Sweep, result: SweepResult | None = None) -> None:
     """``sweep.json``, atomically (main process only)."""
     if not is_main_process():
         return
-    from tapt.files import atomic_write_json
+    from tapt.util.files import atomic_write_json
 
     state = {"recipe": str(sweep.recipe_path), "metric": sweep.metric, "test": sweep.run_test,
              "grid": [{"key": axis.key, "values": list(axis.values)} for axis in sweep.axes],

@@ -65,8 +65,8 @@ class GuardedTrainerMixin:
         previous complete checkpoint to resume from)."""
         from transformers.trainer_utils import rotate_checkpoints
 
-        from tapt.files import ensure_free_space, parameter_bytes
         from tapt.training.run_dir import mark_complete
+        from tapt.util.files import ensure_free_space, parameter_bytes
 
         run_dir = Path(self._get_output_dir(trial=trial))
         if self.args.should_save:

@@ -22,7 +22,10 @@ from tapt.cli import build_parser, main
 from tapt.encoders.loading import ModelSpec
 from tapt.encoders.presets import get_preset
 from tapt.encoders.sentence import SentenceTransformerEncoder
-from tapt.families import (
+from tapt.recipe import RecipeError, load_recipe
+from tapt.retrieval.metrics import METRIC_KEYS
+from tapt.training.contrastive import train
+from tapt.util.families import (
     FAMILY_PATTERNS,
     POOLING_MODES,
     PRESETS,
@@ -31,9 +34,6 @@ from tapt.families import (
     register_family,
     unregister_family,
 )
-from tapt.recipe import RecipeError, load_recipe
-from tapt.retrieval.metrics import METRIC_KEYS
-from tapt.training.contrastive import train
 
 FAMILY = "cls-bert"
 PROMPTS = {"query": "query: ", "document": "passage: "}

@@ -91,7 +91,7 @@ def quiet_cli(monkeypatch):
     """CLI messages on one line each (paths are not wrapped); undoes the logging set-up
     ``cli.main`` does."""
     from tapt import cli
-    from tapt.redaction import RedactingConsole
+    from tapt.util.redaction import RedactingConsole
 
     monkeypatch.setattr(cli.terminal, "console",
                         RedactingConsole(width=10_000, color_system=None))

@@ -131,7 +131,7 @@ BAD_IDS = [("a space (query 0 \u00e9)", "query 0 \u00e9"),
     area=AREA, reader="ids (corpus, queries, qrels, mined)",
     fault="an id with whitespace or an invisible character: query 0 \u00e9, U+00A0, U+3000, "
           "U+200B, U+200F, U+2028 (in queries.jsonl, corpus.jsonl and qrels)",
-    behaviour="refused at load with file:line and the field (tapt.ids: no Unicode "
+    behaviour="refused at load with file:line and the field (tapt.util.ids: no Unicode "
               "whitespace Z*/isspace, no control or format character C*)")
 def test_ids_with_whitespace_or_invisible_characters_are_refused(name, value, tmp_path,
                                                                   quiet_cli, capsys):

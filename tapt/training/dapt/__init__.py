@@ -138,8 +138,8 @@ def dapt_in(start: RunStart, recipe: DaptRecipe, *, callbacks: list | None = Non
 
     from tapt.data.passages import collect_passages, split_held_out
     from tapt.encoders.loading import load_sentence_transformer
-    from tapt.files import publish
     from tapt.training.nonfinite import NonFiniteGuard
+    from tapt.util.files import publish
 
     # 2. Load and check the passages, then the model and the objective's needs; whatever
     # fails here leaves the run folder as it was.

@@ -32,7 +32,7 @@ def mlm_model(recipe: DaptRecipe, model):
     from transformers import AutoModelForMaskedLM
     from transformers.utils import logging as hf_logging
 
-    from tapt.model_paths import resolve_model_path
+    from tapt.encoders.model_paths import resolve_model_path
 
     encoder = model.transformers_model
     path = transformer_folder(resolve_model_path(recipe.model.name))

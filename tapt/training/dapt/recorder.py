@@ -41,7 +41,7 @@ class DaptRecorder(TrainerCallback):
                            if key not in ("step", "epoch", "seconds")})
         self.history.append(record)
         if is_main_process():
-            from tapt.files import append_json_line
+            from tapt.util.files import append_json_line
 
             append_json_line(self.run.metrics_file, record)
         return control
