@@ -36,7 +36,7 @@ from pathlib import Path
 
 from tapt.encoders.backends import BACKENDS, require_backend
 from tapt.encoders.preset_record import RECORD_FILE, portable_model_name
-from tapt.training.merge_export import is_tapt_export, replace_folder
+from tapt.training.export import is_tapt_export, replace_folder
 
 QUANTIZATIONS = ("int8",)
 OPTIMIZATIONS = ("O1", "O2", "O3", "O4")

@@ -19,13 +19,17 @@ from __future__ import annotations
 
 import importlib.resources
 import json
+import os
+import shutil
 from pathlib import Path
 
+from tapt.encoders.preset_record import RECORD_FILE
 from tapt.recipe import Recipe
 from tapt.retrieval.metrics import METRIC_KEYS
 from tapt.retrieval.mteb_results import mteb_eval_results
 from tapt.training.lora import merge_lora
-from tapt.util.files import atomic_write_json, atomic_write_text
+from tapt.training.weights import MergeError
+from tapt.util.files import atomic_write_json, atomic_write_text, publish
 from tapt.util.ids import is_hub_id
 
 LICENSE_ID = "apache-2.0"
@@ -384,3 +388,26 @@ def write_dapt_card(folder: Path, recipe, section: str) -> None:
     text = card_with_front_matter(f"---\nlicense: {LICENSE_ID}\n---\n", recipe, summary={})
     atomic_write_text(folder / "README.md",
                       with_section_first(text, title + section.strip("\n") + "\n"))
+
+
+def is_tapt_export(folder: Path) -> bool:
+    """A folder tapt exported: a SentenceTransformer folder with ``tapt_preset.json``."""
+    return (folder / RECORD_FILE).is_file() and (folder / "modules.json").is_file()
+
+
+def replace_folder(staging: Path, output: Path, *, overwrite: bool) -> Path:
+    """Publish ``staging`` as ``output``; an existing tapt export there (``overwrite``) is
+    moved aside first and removed once the new one is in place (restored on failure)."""
+    if not (overwrite and output.exists()):
+        return publish(staging, output)
+    if not is_tapt_export(output):  # checked before loading; the folder may have changed
+        raise MergeError(f"--output {output}: not a tapt export; the merge stays in {staging}")
+    aside = output.with_name(f"{output.name}.old-{os.getpid()}")
+    output.replace(aside)
+    try:
+        publish(staging, output)
+    except BaseException:
+        aside.replace(output)
+        raise
+    shutil.rmtree(aside)
+    return output

@@ -341,7 +341,7 @@ def test_a_sweep_writes_only_into_an_empty_folder_or_its_own(content, make_recip
 def test_a_sweep_folder_from_before_the_marker_is_still_resumed(make_recipe, tmp_path):
     """Compatibility (passes before and after the change): a folder an older tapt sweep
     wrote (sweep.json of its shape, sweep.md, its trial folders, no marker) is a sweep's."""
-    from tapt.training.sweep import plan_sweep
+    from tapt.selection.sweep import plan_sweep
 
     recipe_file, _ = make_recipe("old", training={"max_steps": 2})
     folder = tmp_path / "old-sweep"

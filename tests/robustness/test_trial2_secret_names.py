@@ -57,7 +57,7 @@ def test_a_sweep_names_a_secret_value_by_a_digest_and_no_file_holds_it(make_reci
               "name")
 def test_a_sweep_value_holding_an_exact_secret_without_token_shape(make_recipe, monkeypatch,
                                                                    tmp_path):
-    from tapt.training.sweep import plan_sweep
+    from tapt.selection.sweep import plan_sweep
 
     monkeypatch.setenv("OPENAI_API_KEY", PLAIN_SECRET)
     recipe_file, _ = make_recipe("plain-secret")

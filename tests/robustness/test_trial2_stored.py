@@ -448,7 +448,7 @@ def test_a_teacher_file_changed_since_tapt_score_is_refused(synth_path, tmp_path
 def test_a_sweep_does_not_keep_finished_trials_after_the_teacher_changes(
         make_recipe, synth_path, tmp_path):
     from tapt.cli import main
-    from tapt.training.sweep import plan_sweep
+    from tapt.selection.sweep import plan_sweep
 
     scores = score(synth_path, tmp_path / "teacher.jsonl")
     recipe_file, _ = make_recipe("sweep", data=ROWS,

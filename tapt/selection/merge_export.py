@@ -1,4 +1,4 @@
-"""Write a merged model (:mod:`tapt.training.merge`) as a tapt export.
+"""Write a merged model (:mod:`tapt.selection.merge`) as a tapt export.
 
 The folder is what ``tapt train`` exports, so ``SentenceTransformer(folder)``, ``tapt
 eval``, ``tapt push`` and ``tapt train`` (``model.name: folder``) take it: safetensors
@@ -16,22 +16,18 @@ The export is written into a staging folder and renamed into place when whole
 from __future__ import annotations
 
 import os
-import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
 from tapt.encoders.preset_record import RECORD_FILE, portable_model_name
 from tapt.retrieval.metrics import METRIC_KEYS
-from tapt.training.merge_types import DevSelection, MergeError
+from tapt.selection.merge_types import DevSelection
+from tapt.training.export import is_tapt_export, replace_folder
+from tapt.training.weights import MergeError
 
 MERGE_FILE = "merge.json"
 FORMULA = "merged[key] = sum_i weights[i] * tensor_i[key] (float64 accumulation, in the " \
           "models' order, stored in the sources' dtype); integer/bool tensors copied"
-
-
-def is_tapt_export(folder: Path) -> bool:
-    """A folder tapt exported: a SentenceTransformer folder with ``tapt_preset.json``."""
-    return (folder / RECORD_FILE).is_file() and (folder / "modules.json").is_file()
 
 
 def check_merge_output(output: Path, sources: Sequence[str], *, overwrite: bool,
@@ -146,7 +142,7 @@ def merge_card(records: list[dict], selection: DevSelection | None,
 
 
 def soup_card_lines(soup: dict) -> list[str]:
-    """The card's section on a model soup (:mod:`tapt.training.soup`)."""
+    """The card's section on a model soup (:mod:`tapt.selection.soup`)."""
     metric = next(iter(soup["dev"]), "binary_ndcg@10")
     how = ("A **uniform soup**: the mean of every ingredient (Wortsman et al., 2022)."
            if soup["method"] == "uniform" else
@@ -168,7 +164,7 @@ def export_merge(model, output: Path, *, spec, sources: Sequence, weights: Seque
                  dtype: str = "float32", soup: dict | None = None) -> Path:
     """Write the merged ``model`` (loaded from ``spec``'s architecture, the first source)
     to ``output``, staged and renamed into place; returns ``output``. ``soup``: the record
-    of a model soup (:class:`tapt.training.soup.SoupResult`), kept in ``merge.json`` and
+    of a model soup (:class:`tapt.selection.soup.SoupResult`), kept in ``merge.json`` and
     the card."""
     from tapt.encoders.preset_record import write_preset_record
     from tapt.training.export import apache_license_text, cast_saved_weights
@@ -199,23 +195,3 @@ def export_merge(model, output: Path, *, spec, sources: Sequence, weights: Seque
     atomic_write_text(staging / "README.md", merge_card(records, selection,
                                                         base_models(sources), soup))
     return replace_folder(staging, output, overwrite=overwrite)
-
-
-def replace_folder(staging: Path, output: Path, *, overwrite: bool) -> Path:
-    """Publish ``staging`` as ``output``; an existing tapt export there (``overwrite``) is
-    moved aside first and removed once the new one is in place (restored on failure)."""
-    from tapt.util.files import publish
-
-    if not (overwrite and output.exists()):
-        return publish(staging, output)
-    if not is_tapt_export(output):  # checked before loading; the folder may have changed
-        raise MergeError(f"--output {output}: not a tapt export; the merge stays in {staging}")
-    aside = output.with_name(f"{output.name}.old-{os.getpid()}")
-    output.replace(aside)
-    try:
-        publish(staging, output)
-    except BaseException:
-        aside.replace(output)
-        raise
-    shutil.rmtree(aside)
-    return output

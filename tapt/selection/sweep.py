@@ -61,10 +61,10 @@ from pathlib import Path
 
 from tapt.data.beir import DataError
 from tapt.recipe import Recipe, RecipeError, load_recipe
+from tapt.selection.sweep_report import report_markdown, setting_rows  # noqa: F401
 from tapt.training.distributed import is_main_process
 from tapt.training.run_dir import RunDir
 from tapt.training.run_lock import LOCK_NAME, RunLockedError, live_holder, locked_message, run_lock
-from tapt.training.sweep_report import report_markdown, setting_rows  # noqa: F401
 from tapt.util.redaction import redact
 
 logger = logging.getLogger(__name__)
