@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Generic, Literal, TypeVar
 
 from pydantic import (
     field_validator,
@@ -350,12 +350,16 @@ def check_output_dir(path: str) -> str:
     return path
 
 
-class Recipe(Section):
-    """A TAPT recipe (``tapt train``)."""
+DataSection = TypeVar("DataSection", bound=Section)
+
+
+class RunRecipe(Section, Generic[DataSection]):
+    """The sections a TAPT and a DAPT recipe share (each names its own ``data`` section):
+    the model, the schedule, dev evaluation, tracking, the run folder, the export and the
+    Hub."""
 
     model: ModelSettings
-    data: DataSettings
-    loss: LossSettings = LossSettings()
+    data: DataSection
     training: TrainingSettings = TrainingSettings()
     eval: EvalSettings = EvalSettings()
     tracking: TrackingSettings = TrackingSettings()
@@ -368,6 +372,12 @@ class Recipe(Section):
     @classmethod
     def _check_output_dir(cls, path: str) -> str:
         return check_output_dir(path)
+
+
+class Recipe(RunRecipe[DataSettings]):
+    """A TAPT recipe (``tapt train``)."""
+
+    loss: LossSettings = LossSettings()
 
     @model_validator(mode="after")
     def _check_across_sections(self) -> Recipe:
@@ -500,25 +510,12 @@ class ChunkingSettings(Section):
     length, at most 512)."""
 
 
-class DaptRecipe(Section):
+class DaptRecipe(RunRecipe[DaptDataSettings]):
     """A DAPT recipe (``tapt dapt``): continued pretraining before TAPT."""
 
-    model: ModelSettings
-    data: DaptDataSettings
     objective: ObjectiveSettings
     chunking: ChunkingSettings = ChunkingSettings()
     training: TrainingSettings = TrainingSettings(epochs=1, learning_rate=5e-5)
-    eval: EvalSettings = EvalSettings()
-    tracking: TrackingSettings = TrackingSettings()
-    output_dir: str
-    """Run folder: checkpoints, metrics, results and the export (``final/``)."""
-    export: ExportSettings = ExportSettings()
-    hub: HubSettings = HubSettings()
-
-    @field_validator("output_dir")
-    @classmethod
-    def _check_output_dir(cls, path: str) -> str:
-        return check_output_dir(path)
 
     @model_validator(mode="after")
     def _check_objective(self) -> DaptRecipe:
