@@ -28,6 +28,7 @@ from tapt.cli.options import (
     seed,
     top_k,
 )
+from tapt.util.figures import save
 from tapt.util.files import atomic_write_json, atomic_write_text
 
 
@@ -181,7 +182,6 @@ def _loaders(args: argparse.Namespace, models: dict[str, str], *, top_k: int | N
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from tapt.analysis import plots
     from tapt.analysis.compare import (
         compare_results,
         comparison_table,
@@ -201,7 +201,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         atomic_write_json(output, comparison.to_dict(args.metric))
         terminal.console.print(f"comparison written to {output}")
     if plot is not None:
-        plots.save(frontier_figure(comparison, args.metric), plot)
+        save(frontier_figure(comparison, args.metric), plot)
         terminal.console.print(f"frontier plot written to {plot}")
     if args.markdown is not None:
         atomic_write_text(args.markdown, markdown_table(comparison, args.metric))
@@ -221,11 +221,9 @@ def _named_models(values: list[str]) -> dict[str, str]:
 
 def _show_and_save(table, data: dict, output: Path, figure, plot: Path, what: str) -> None:
     """Print an analysis table, write its JSON and its figure, say where."""
-    from tapt.analysis import plots
-
     terminal.console.print(table)
     atomic_write_json(output, data)
-    plots.save(figure, plot)
+    save(figure, plot)
     terminal.console.print(f"{what} written to {output}, plot to {plot}")
 
 
