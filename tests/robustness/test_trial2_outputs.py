@@ -71,15 +71,12 @@ def quietly(argv: list[str]) -> int:
 
 
 @pytest.fixture(scope="module")
-def workspace(tmp_path_factory, tiny_bert_path) -> Workspace:
+def workspace(tmp_path_factory, tiny_bert_path, synth_tiny) -> Workspace:
     """Data (tapt data synth), two model folders, a bm25 result file, a mined file, a
     finished-looking run folder whose recipe reads the data, ``link`` -> the data folder
     and ``guard``, a copy of the data."""
-    from tapt.data.synth import synthesize
-
     root = tmp_path_factory.mktemp("outputs-on-inputs")
-    data = root / "data"
-    synthesize(data, queries=30, distractors=10, seed=0)
+    data = Path(shutil.copytree(synth_tiny, root / "data"))
     model = Path(shutil.copytree(tiny_bert_path, root / "model"))
     model_b = Path(shutil.copytree(tiny_bert_path, root / "model-b"))
     result, mined = root / "results" / "bm25.json", root / "mined.jsonl"

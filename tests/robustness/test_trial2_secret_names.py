@@ -97,7 +97,7 @@ def test_an_output_path_holding_a_secret_is_refused(make_recipe, tmp_path, monke
 
 def export_with(tiny_bert_path: Path, target: Path, relative: str) -> Path:
     """A plain export that passes every push check, plus a small file at ``relative``."""
-    from robustness.test_trial_models import export_like
+    from robustness.conftest import export_like
 
     export = export_like(tiny_bert_path, target)
     path = export / relative

@@ -15,17 +15,8 @@ import tapt
 from robustness.conftest import CORPUS, QUERIES, jsonl_lines, qrels_lines, write_dataset
 from tapt.data.beir import DataError
 from tapt.data.relevance import BEIR, FORMBENCH, choose_rule
-from tapt.data.synth import synthesize
 
 AREA = "data rules"
-
-
-@pytest.fixture(scope="module")
-def synth_tiny(tmp_path_factory) -> Path:
-    """``tapt data synth tiny --queries 30 --distractors 10 --seed 0`` (FormBench 3/2/1)."""
-    folder = tmp_path_factory.mktemp("trial") / "tiny"
-    synthesize(folder, queries=30, distractors=10, seed=0)
-    return folder
 
 
 def regraded(source: Path, target: Path, grades: dict[int, int]) -> Path:
