@@ -9,22 +9,20 @@ from pathlib import Path
 
 from tapt.cli import maps, terminal
 from tapt.cli.distributed import is_main, multiprocess
+from tapt.cli.inputs import api_options, model_options, read_data, search_options
 from tapt.cli.options import (
     add_analysis_data,
     add_analysis_outputs,
     add_model_options,
     add_subcorpus_args,
-    api_options,
     check_outputs,
     data_inputs,
     fraction,
     model_inputs,
-    model_options,
     open_fraction,
     positive_count,
     resamples,
     sample_size,
-    search_options,
     seed,
     top_k,
 )
@@ -156,15 +154,6 @@ def _inputs(args: argparse.Namespace) -> list[tuple[str, str | Path]]:
 
 
 
-def _analysis_data(args: argparse.Namespace, splits: list[str]):
-    from tapt.data.beir import strictness
-    from tapt.data.sources import load_data
-
-    return load_data(args.data, args.config, splits, revision=args.revision,
-                     corpus_store=args.corpus_store, corpus_cache=args.corpus_cache,
-                     **strictness(args.lenient))
-
-
 def _loaders(args: argparse.Namespace, models: dict[str, str], *, top_k: int | None = None):
     """{name: zero-argument loader} of the ``--model`` values, with the shared model and
     API options; ``top_k``: ``bm25`` is accepted (as a retriever of that depth)."""
@@ -234,7 +223,7 @@ def cmd_ablate(args: argparse.Namespace) -> int:
     output, plot = _analysis_files(args)
     loaders = _loaders(args, _named_models(args.model), top_k=args.top_k)
     cache_dir = search_options(args).cache_dir
-    dataset = _analysis_data(args, [args.split])
+    dataset = read_data(args, [args.split])
     result = corpus_size_ablation(
         list(loaders.values()), dataset, args.split, fractions=args.fractions, seed=args.seed,
         batch_size=args.batch_size, top_k=args.top_k, with_title=not args.no_title,
@@ -256,9 +245,9 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     cache_dir = search_options(args).cache_dir
     if args.analysis == "map":
         return maps.run_map(args, _loaders(args, _named_models(args.model)),
-                            lambda: _analysis_data(args, []), output, plot, cache_dir,
+                            lambda: read_data(args, []), output, plot, cache_dir,
                             main=is_main())
-    dataset = _analysis_data(args, [args.split])
+    dataset = read_data(args, [args.split])
     name, model = labelled(args.model)
     distractors = None if args.fraction is not None else (
         1000 if args.distractors is None else args.distractors)
@@ -283,7 +272,7 @@ def cmd_probe(args: argparse.Namespace) -> int:
     output, plot = _analysis_files(args)
     models = _named_models(args.model)
     cache_dir = search_options(args).cache_dir
-    dataset = _analysis_data(args, [])
+    dataset = read_data(args, [])
     folder = Path(args.data)
     config = config_name(args.config)
     if config and (folder / config).is_dir():

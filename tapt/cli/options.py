@@ -370,62 +370,6 @@ def add_api_args(parser: argparse.ArgumentParser) -> None:
                      help="client-side tokens per minute (default: tier-1 limit; 0: none)")
 
 
-def model_options(args: argparse.Namespace, *, progress: bool = False):
-    """:class:`tapt.encoders.factory.ModelOptions` from :func:`add_encoding_args`' flags
-    (a bad long-passage combination raises
-    :class:`~tapt.encoders.long_passages.LongPassageError` naming the flag)."""
-    from tapt.encoders.factory import ModelOptions
-    from tapt.encoders.long_passages import LongPassageError, LongPassages
-
-    long_passages = LongPassages(getattr(args, "long_passages", "truncate"),
-                                 getattr(args, "chunk_tokens", None),
-                                 getattr(args, "chunk_stride", None))
-    if getattr(args, "one_vector_per_passage", False) and not long_passages.one_vector:
-        raise LongPassageError("--long-passages chunk-max keeps one vector per window; this "
-                               "command needs one per passage: use chunk-mean or truncate")
-    return ModelOptions(family=args.family, max_seq_length=args.max_seq_length,
-                        trust_remote_code=args.trust_remote_code, device=args.device,
-                        dtype=args.dtype, max_tokens_per_batch=args.max_tokens_per_batch,
-                        batch_size=args.batch_size, progress=progress,
-                        truncate_dim=args.truncate_dim, long_passages=long_passages,
-                        backend=getattr(args, "backend", "torch"))
-
-
-def api_options(args: argparse.Namespace, names: Iterable[str] = ()):
-    """:class:`tapt.encoders.factory.APIOptions` from :func:`add_api_args`' flags; when one
-    of ``names`` is an API model that uses the cache, ``--cache-dir`` must be writable."""
-    from tapt.encoders.factory import APIOptions, is_api_model
-
-    if (args.cache_dir is not None and not args.no_cache
-            and any(is_api_model(name) for name in names)):
-        check_folder("--cache-dir", args.cache_dir)
-    return APIOptions(base_url=args.api_base_url, cache_dir=args.cache_dir,
-                      cache=not args.no_cache, concurrency=args.api_concurrency,
-                      requests_per_minute=args.api_rpm, tokens_per_minute=args.api_tpm)
-
-
-LOCAL_CACHE_ENV = "TAPT_EMBEDDING_CACHE"
-"""Set to 0 to turn the local-model embedding cache off unless ``--cache-dir`` is given (the
-test suite does, so that tests do not share cached passages); read by
-:func:`tapt.retrieval.embedding_cache.local_cache_root`."""
-
-
-def search_options(args: argparse.Namespace):
-    """:class:`tapt.retrieval.factory.SearchOptions` from :func:`add_encoding_args`' flags;
-    the local-model cache lives in ``CACHE_DIR/local`` and is checked for writability."""
-    from tapt.retrieval.embedding_cache import local_cache_root
-    from tapt.retrieval.factory import SearchOptions
-
-    cache_dir = None if getattr(args, "no_cache", True) else local_cache_root(args.cache_dir)
-    if cache_dir is not None:
-        check_folder("--cache-dir", cache_dir)
-    return SearchOptions(backend=getattr(args, "search_backend", "auto"),
-                         storage=getattr(args, "search_storage", "float32"),
-                         cache_dir=None if cache_dir is None else str(cache_dir),
-                         precision=getattr(args, "embedding_precision", "float32"),
-                         rescore=getattr(args, "rescore", None))
-
-
 def add_subcorpus_args(parser, what: str = "sub-corpus", *, seed_flag: bool = True,
                        distractors_default: str = "") -> None:
     """``--distractors N`` | ``--fraction F`` (one of them): every judged passage plus a
