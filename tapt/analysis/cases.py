@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from tapt.analysis.compare import read_result, split_spec
+from tapt.analysis.result_files import read_result, split_spec
 from tapt.data.beir import BeirDataset
 from tapt.retrieval.metrics import METRIC_KEYS, trec_ranking
 

@@ -17,7 +17,7 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from tapt.analysis.compare import split_spec
+from tapt.analysis.result_files import split_spec
 from tapt.encoders.base import Encoder, TextKind, collect_in_order
 from tapt.encoders.factory import APIOptions, ModelOptions, open_encoder
 from tapt.retrieval.dense import (

@@ -26,8 +26,8 @@ from pathlib import Path
 
 import yaml
 
-from tapt.analysis.compare import read_result
 from tapt.analysis.pairing import DataKey, check_pair, data_key
+from tapt.analysis.result_files import read_result
 from tapt.data.beir import strictness
 from tapt.data.fingerprint import files_digest
 from tapt.data.sources import load_data

@@ -145,7 +145,7 @@ def _analysis_files(args: argparse.Namespace) -> tuple[Path | None, Path | None]
 def _inputs(args: argparse.Namespace) -> list[tuple[str, str | Path]]:
     """What an analysis command reads: ``tapt compare``'s result files, or the data and the
     ``--model`` folders (outputs must not land on them)."""
-    from tapt.analysis.compare import split_spec
+    from tapt.analysis.result_files import split_spec
 
     results = [("RESULT", split_spec(spec)[1]) for spec in getattr(args, "results", [])]
     return (results + data_inputs("--data", getattr(args, "data", None),

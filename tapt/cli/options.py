@@ -186,7 +186,7 @@ def data_inputs(flag: str, data: str | os.PathLike | None, config: str | None = 
 
 def model_inputs(flag: str, specs: str | Iterable[str] | None) -> list[tuple[str, str]]:
     """The local model folders of ``flag``'s values (``package:`` models resolved, a
-    ``NAME=`` label dropped as :func:`tapt.analysis.compare.split_spec` does); a Hub id, an
+    ``NAME=`` label dropped as :func:`tapt.analysis.result_files.split_spec` does); a Hub id, an
     API model or ``bm25`` names no local folder and is skipped by the check."""
     from tapt.encoders.model_paths import resolve_model_path
 
