@@ -42,7 +42,8 @@ from typing import Literal
 
 import numpy as np
 
-from tapt.data.beir import Passage, checked_passages, iter_jsonl
+from tapt.data.beir import Passage, checked_passages
+from tapt.data.lines import iter_jsonl
 from tapt.util.cache_entries import CacheEntry
 from tapt.util.digests import check_sidecar, file_digest, file_record, sidecar_path, write_sidecar
 from tapt.util.mapped_file import MappedFile

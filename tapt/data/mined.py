@@ -13,8 +13,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tapt.data.beir import BeirDataset, DataError, check_id, iter_jsonl
+from tapt.data.beir import BeirDataset, DataError
 from tapt.data.content import check_made_from
+from tapt.data.lines import check_id, iter_jsonl
 from tapt.util.finite import finite_number
 
 

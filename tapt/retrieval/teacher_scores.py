@@ -34,8 +34,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tapt.data.arrow_corpus import corpus_texts as passage_texts
-from tapt.data.beir import BeirDataset, DataError, check_id, iter_jsonl
+from tapt.data.beir import BeirDataset, DataError
 from tapt.data.content import check_made_from
+from tapt.data.lines import check_id, iter_jsonl
 from tapt.util.bounds import TRAINING_TARGET
 from tapt.util.digests import file_digest, remove_sidecar, write_sidecar
 from tapt.util.files import atomic_write_json

@@ -170,9 +170,9 @@ def dataset_dir(tmp_path):
 def line_limit(monkeypatch):
     """A small line-length limit, so that the "line over the limit" cases stay cheap (the
     100 MB line is tried by benchmarks/fuzz_readers.py)."""
-    from tapt.data import beir
+    from tapt.data import lines
 
-    monkeypatch.setattr(beir, "MAX_LINE_BYTES", 4096, raising=False)
+    monkeypatch.setattr(lines, "MAX_LINE_BYTES", 4096, raising=False)
     return 4096
 
 
