@@ -14,8 +14,9 @@ from pydantic import (
 )
 
 from tapt.recipe.base import RecipeError
+from tapt.recipe.dapt import DaptRecipe
 from tapt.recipe.keys import SchemaRow, closest_key, schema_rows
-from tapt.recipe.schema import DaptRecipe, Recipe
+from tapt.recipe.schema import Recipe
 from tapt.util.redaction import redact_data
 
 MAX_RECIPE_BYTES = 2**20
