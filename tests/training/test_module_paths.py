@@ -1,10 +1,7 @@
-"""The training package's names and module sizes."""
+"""The training package's names (module sizes: tests/test_import_layers.py, for every
+module of tapt/)."""
 
 from __future__ import annotations
-
-from pathlib import Path
-
-from tapt.training import run
 
 
 def test_dapt_keeps_its_names_in_the_package():
@@ -16,9 +13,3 @@ def test_dapt_keeps_its_names_in_the_package():
     assert package.set_dropout is simcse.set_dropout
     assert [name for name in package.__all__ if not hasattr(package, name)] == []
 
-
-def test_no_training_module_is_above_500_lines():
-    root = Path(run.__file__).parent
-    long = {str(path.relative_to(root)): n for path in root.rglob("*.py")
-            if (n := len(path.read_text(encoding="utf-8").splitlines())) > 500}
-    assert long == {}
