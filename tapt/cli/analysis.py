@@ -5,6 +5,7 @@ scikit-learn are imported inside the handlers."""
 from __future__ import annotations
 
 import argparse
+from functools import partial
 from pathlib import Path
 
 from tapt.cli import maps, terminal
@@ -157,8 +158,6 @@ def _inputs(args: argparse.Namespace) -> list[tuple[str, str | Path]]:
 def _loaders(args: argparse.Namespace, models: dict[str, str], *, top_k: int | None = None):
     """{name: zero-argument loader} of the ``--model`` values, with the shared model and
     API options; ``top_k``: ``bm25`` is accepted (as a retriever of that depth)."""
-    from functools import partial
-
     from tapt.analysis.embed import load_encoder, load_model
 
     options = model_options(args, progress=terminal.show_progress(args))

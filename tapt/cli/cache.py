@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import argparse
+import datetime
 from pathlib import Path
 
 from tapt.cli import terminal
@@ -51,8 +52,6 @@ def _corpus_folder(args: argparse.Namespace) -> Path:
 
 
 def _when(timestamp: float) -> str:
-    import datetime
-
     return datetime.datetime.fromtimestamp(timestamp).strftime("%Y-%m-%d %H:%M")
 
 

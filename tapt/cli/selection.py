@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import replace
 from pathlib import Path
 
 from rich.markup import escape
@@ -141,8 +142,6 @@ def cmd_merge(args: argparse.Namespace) -> int:
     dev = None
     run_recipe = Path(args.pick_on_dev or "") / "recipe.yaml"
     if args.pick_on_dev and run_recipe.is_file():  # a run folder: its own dev set
-        from dataclasses import replace
-
         from tapt.recipe import load_recipe
         from tapt.selection.soup import dev_settings
 

@@ -6,6 +6,7 @@ Models and sentence-transformers are imported inside the handler."""
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 from pathlib import Path
 
 from tapt.cli import terminal
@@ -126,8 +127,6 @@ def calibration_texts(args: argparse.Namespace) -> tuple[str, ...]:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from dataclasses import replace
-
     from tapt.encoders.backends import require_backend
     from tapt.encoders.factory import ModelOptions
     from tapt.encoders.loading import check_model_source

@@ -42,7 +42,7 @@ from typing import Literal
 
 import numpy as np
 
-from tapt.data.beir import Passage, checked_passages
+from tapt.data.beir import Passage, checked_passages, read_corpus
 from tapt.data.lines import iter_jsonl
 from tapt.util.cache_entries import CacheEntry
 from tapt.util.digests import check_sidecar, file_digest, file_record, sidecar_path, write_sidecar
@@ -214,8 +214,6 @@ def open_arrow_corpus(path: str | os.PathLike, *, allow_empty: bool = False,
     streamed pass."""
     path = Path(path)
     if not path.is_file():
-        from tapt.data.beir import read_corpus
-
         read_corpus(path)  # the dict reader's message for a missing or odd file
     content = file_digest(path)  # the key: what the file holds, not its size and mtime
     corpus = cached_arrow_corpus(lambda: iter_jsonl(path), str(path), str(path.resolve()),

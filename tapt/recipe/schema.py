@@ -3,7 +3,11 @@
 
 from __future__ import annotations
 
+import hashlib
+import importlib
+import importlib.util
 import os
+import sys
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Generic, Literal, TypeVar
 
@@ -102,11 +106,6 @@ def import_family_module(name: str) -> str:
     user's own code, named in the user's own recipe, like the recipe itself. A ValueError it
     raises (``register_family``'s) becomes an error naming ``model.family_module``; any
     other exception propagates with its traceback into that code."""
-    import hashlib
-    import importlib
-    import importlib.util
-    import sys
-
     if name.endswith(".py"):
         path = Path(os.path.expanduser(name))
         if not path.is_file():

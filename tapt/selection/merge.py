@@ -40,6 +40,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from tapt.retrieval.evaluate import evaluate
+from tapt.retrieval.factory import build_retriever
 from tapt.retrieval.metrics import METRIC_KEYS
 from tapt.selection.merge_export import check_merge_output, export_merge
 from tapt.selection.merge_types import DevSelection, GridPoint
@@ -268,8 +270,6 @@ def dev_metrics(model, settings: DevSettings, name: str
     ``settings``, through ``tapt eval``'s path (the merges of :func:`pick_on_dev` and the
     soups of :mod:`tapt.selection.soup` are evaluated here)."""
     from tapt.encoders.factory import ModelOptions, wrap_model
-    from tapt.retrieval.evaluate import evaluate
-    from tapt.retrieval.factory import build_retriever
 
     options = ModelOptions(dtype=settings.dtype, progress=settings.progress,
                            max_tokens_per_batch=settings.max_tokens_per_batch,

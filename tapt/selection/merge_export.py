@@ -19,11 +19,29 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from tapt.encoders.preset_record import RECORD_FILE, portable_model_name
+from tapt.encoders.model_paths import resolve_model_path
+from tapt.encoders.preset_record import RECORD_FILE, portable_model_name, write_preset_record
 from tapt.retrieval.metrics import METRIC_KEYS
 from tapt.selection.merge_types import DevSelection
-from tapt.training.export import is_tapt_export, replace_folder
+from tapt.training.export import (
+    HOW_TO_LOAD,
+    LICENSE_ID,
+    METRIC_NAMES,
+    apache_license_text,
+    base_model_id,
+    cast_saved_weights,
+    is_tapt_export,
+    replace_folder,
+)
 from tapt.training.weights import MergeError
+from tapt.util.files import (
+    atomic_write_json,
+    atomic_write_text,
+    ensure_free_space,
+    parameter_bytes,
+    staging_folder,
+)
+from tapt.util.outputs import OutputOnInputError, check_apart
 
 MERGE_FILE = "merge.json"
 FORMULA = "merged[key] = sum_i weights[i] * tensor_i[key] (float64 accumulation, in the " \
@@ -37,9 +55,6 @@ def check_merge_output(output: Path, sources: Sequence[str], *, overwrite: bool,
     (:func:`tapt.util.outputs.check_apart`), or that exists (unless ``overwrite``, and then only
     a tapt export). Whether it can be written is the command line's check (with its other
     options)."""
-    from tapt.encoders.model_paths import resolve_model_path
-    from tapt.util.outputs import OutputOnInputError, check_apart
-
     output = Path(output)
     models = []
     for source in sources:
@@ -74,8 +89,6 @@ def source_records(specs: Sequence, weights: Sequence[float]) -> list[dict]:
 
 def base_models(specs: Sequence) -> list[str]:
     """The Hub ids the sources' tapt chains started from (none for local models)."""
-    from tapt.training.export import base_model_id
-
     return list(dict.fromkeys(base for spec in specs
                               if (base := base_model_id(spec.name_or_path)) is not None))
 
@@ -85,8 +98,6 @@ def merge_card(records: list[dict], selection: DevSelection | None,
     """The model card: front matter (license, library, base models, a ``model-index`` with
     the picked weight's dev metrics) and the sources, weights and dev grid."""
     from huggingface_hub import EvalResult, ModelCardData
-
-    from tapt.training.export import HOW_TO_LOAD, LICENSE_ID, METRIC_NAMES
 
     names = [record["model"] for record in records]
     title = "tapt merge of " + ", ".join(names)
@@ -166,16 +177,6 @@ def export_merge(model, output: Path, *, spec, sources: Sequence, weights: Seque
     to ``output``, staged and renamed into place; returns ``output``. ``soup``: the record
     of a model soup (:class:`tapt.selection.soup.SoupResult`), kept in ``merge.json`` and
     the card."""
-    from tapt.encoders.preset_record import write_preset_record
-    from tapt.training.export import apache_license_text, cast_saved_weights
-    from tapt.util.files import (
-        atomic_write_json,
-        atomic_write_text,
-        ensure_free_space,
-        parameter_bytes,
-        staging_folder,
-    )
-
     output = Path(output)
     ensure_free_space(output.parent, parameter_bytes(model, 4 if dtype == "float32" else 2),
                       "the merged model")

@@ -31,13 +31,15 @@ Example::
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from tapt.training.weights import MergeError
+from tapt.data.subcorpus import subcorpus_ids
+from tapt.training.weights import MergeError, merge_into
 
 SoupMethod = Literal["greedy", "uniform"]
 DEV_KEYS = ("path", "config", "revision", "train_split", "dev_split", "dev_from_train",
@@ -130,7 +132,6 @@ def check_same_dev(ingredients: Sequence[Ingredient]) -> None:
 
 def dev_settings(recipe):
     """The :class:`~tapt.selection.merge.DevSettings` of a recipe's own dev evaluation."""
-    from tapt.data.subcorpus import subcorpus_ids
     from tapt.selection.merge import DevSettings
     from tapt.training.contrastive import load_recipe_data
 
@@ -159,11 +160,8 @@ def soup(runs: Sequence[str | Path], output: str | Path, *, method: SoupMethod =
          on_step: Callable[[SoupStep], None] | None = None) -> SoupResult:
     """Cook the soup of ``runs`` (finished run folders, at least 2) into the tapt export
     ``output`` (see the module docstring); ``output`` is checked before anything loads."""
-    import copy
-
     from tapt.selection.merge import check_same_architecture, dev_metrics, load_sources
     from tapt.selection.merge_export import check_merge_output, export_merge
-    from tapt.training.weights import merge_into
 
     if len(runs) < 2:
         raise MergeError(f"a soup needs at least 2 runs, got {len(runs)}")

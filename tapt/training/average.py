@@ -31,6 +31,7 @@ from pathlib import Path
 
 from tapt.recipe import RecipeError
 from tapt.recipe.selection import saved_checkpoints
+from tapt.retrieval.sharding import broadcast, is_main
 from tapt.training.run_dir import RunDir, checkpoint_step
 from tapt.training.weights import merge_into
 
@@ -65,8 +66,6 @@ def last_checkpoints(run: RunDir, count: int) -> list[Path]:
 def chosen_checkpoints(run: RunDir, count: int) -> list[Path]:
     """:func:`last_checkpoints` as rank 0 finds them, on every rank (collective: call on
     every rank); rank 0's error is raised on every rank."""
-    from tapt.retrieval.sharding import broadcast, is_main
-
     chosen = None
     if is_main():
         try:

@@ -28,15 +28,19 @@ from __future__ import annotations
 import json
 import os
 import platform
+import random
 import shutil
 import tempfile
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from tapt.encoders.backends import BACKENDS, require_backend
-from tapt.encoders.preset_record import RECORD_FILE, portable_model_name
-from tapt.training.export import is_tapt_export, replace_folder
+from tapt.encoders.model_paths import resolve_model_path
+from tapt.encoders.preset_record import RECORD_FILE, portable_model_name, write_preset_record
+from tapt.training.export import base_model_id, is_tapt_export, replace_folder
+from tapt.util.files import atomic_write_text, staging_folder
 
 QUANTIZATIONS = ("int8",)
 OPTIMIZATIONS = ("O1", "O2", "O3", "O4")
@@ -183,8 +187,6 @@ def check_export_output(output: Path, source: str, *, overwrite: bool) -> None:
 
 def calibration_sample(texts: Sequence[str], size: int, seed: int) -> tuple[str, ...]:
     """``size`` of ``texts`` drawn without replacement (all of them when fewer), seeded."""
-    import random
-
     texts = [text for text in texts if text.strip()]
     if len(texts) <= size:
         return tuple(texts)
@@ -196,12 +198,7 @@ def export_for_serving(name: str, output: Path, settings: ExportSettings, *,
     """Load the model ``name`` (with ``options``, a
     :class:`~tapt.encoders.factory.ModelOptions`; its backend is set to
     ``settings.backend``) and write the serving folder ``output``; returns ``output``."""
-    from dataclasses import replace
-
     from tapt.encoders.factory import ModelOptions, load_model
-    from tapt.encoders.model_paths import resolve_model_path
-    from tapt.encoders.preset_record import write_preset_record
-    from tapt.util.files import atomic_write_text, staging_folder
 
     settings.check()
     if settings.backend == "openvino" and settings.quantize and not settings.calibration_texts:
@@ -304,8 +301,6 @@ def source_license(source: str, revision: str | None) -> str | None:
 
 def package_versions(backend: str) -> dict[str, str | None]:
     """The installed versions of the packages that made the export."""
-    from importlib.metadata import PackageNotFoundError, version
-
     names = ["sentence-transformers", "optimum", *(
         ("optimum-onnx", "onnxruntime") if backend == "onnx" else
         ("optimum-intel", "openvino", "nncf"))]
@@ -322,8 +317,6 @@ def export_card(spec, settings: ExportSettings, record: dict, license_id: str | 
     """The model card: front matter (library, backend tags, base model, ``quantized``
     relation for int8) and a table of what was done and how to load it."""
     from huggingface_hub import ModelCardData
-
-    from tapt.training.export import base_model_id
 
     source, revision = portable_model_name(spec.name_or_path, spec.revision)
     base = base_model_id(spec.name_or_path)

@@ -23,7 +23,9 @@ import os
 import shutil
 from pathlib import Path
 
-from tapt.encoders.preset_record import RECORD_FILE
+from tapt.encoders.model_paths import PACKAGE_SCHEME
+from tapt.encoders.precision import torch_dtype
+from tapt.encoders.preset_record import RECORD_FILE, base_model_of
 from tapt.recipe import Recipe
 from tapt.retrieval.metrics import METRIC_KEYS
 from tapt.retrieval.mteb_results import mteb_eval_results
@@ -110,9 +112,6 @@ def base_model_id(name: str) -> str | None:
     """The Hub id of the model a run on ``name`` (a recipe's ``model.name``) started from,
     through any chain of tapt runs (``tapt_preset.json`` records it), or None when that
     first model is a ``package:`` or a local folder."""
-    from tapt.encoders.model_paths import PACKAGE_SCHEME
-    from tapt.encoders.preset_record import base_model_of
-
     try:
         base = base_model_of(name)
     except (OSError, ValueError):  # an unreadable record: no claim about the base
@@ -125,8 +124,6 @@ def base_model_id(name: str) -> str | None:
 def model_label(name: str) -> str:
     """``name`` as a card shows it: a Hub id or ``package:`` as is, a local path by its
     folder name (a published card carries no paths of this machine)."""
-    from tapt.encoders.model_paths import PACKAGE_SCHEME
-
     if name.startswith(PACKAGE_SCHEME) or not Path(name).exists():
         return name
     return Path(name).resolve().name
@@ -291,8 +288,6 @@ def cast_saved_weights(folder: Path, dtype: str) -> None:
     record it in ``config.json``, so loaders keep that dtype. The in-memory model (float32
     master weights, still used for the test evaluation) is not touched."""
     from safetensors.torch import load_file, save_file
-
-    from tapt.encoders.precision import torch_dtype
 
     target = torch_dtype(dtype)
     for weights in folder.rglob("*.safetensors"):

@@ -31,6 +31,7 @@ import os
 from pathlib import Path
 
 from tapt.data.sources import config_name
+from tapt.encoders.model_paths import resolve_model_path
 
 FULL_HASH_BYTES = 64 * 2**20
 """Files up to this size are hashed whole; larger ones by their first and last MiB."""
@@ -97,8 +98,6 @@ def beir_files(source: str, config: str | None, splits: list[str], revision: str
 
 def model_files(name: str, revision: str | None) -> dict:
     """A local model folder's weight files, or the Hub entry of a model id."""
-    from tapt.encoders.model_paths import resolve_model_path
-
     path = Path(resolve_model_path(name))
     if path.is_dir():
         weights = sorted(p for p in path.rglob("*") if p.suffix in WEIGHT_SUFFIXES
