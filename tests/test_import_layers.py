@@ -7,12 +7,19 @@ below, with no cycles (README "Layout", DESIGN.md):
 Every module under ``tapt/`` is parsed with ``ast`` (nothing is imported); every
 ``import tapt...`` / ``from tapt... import ...``, at module level or inside a function, is
 mapped to its layer. Exceptions are listed below, each with its reason.
+
+Function-local imports follow the rule of ``tapt/__init__.py``'s docstring, checked here
+too: outside ``cli/`` one defers a third-party library that importing its module does not
+already load (or a tapt module that loads one); in ``cli/`` the handlers import the library
+lazily, and no module imports the standard library inside a function.
 """
 
 from __future__ import annotations
 
 import ast
 import graphlib
+import re
+import sys
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "tapt"
@@ -215,6 +222,118 @@ def test_the_util_package_imports_no_other_layer():
     """The ground floor (standard library, numpy, rich): no other tapt layer."""
     for module in (name for name in MODULES if layer(name) == "util"):
         assert {layer(target) for target, _, _ in EDGES[module]} <= {"util"}, module
+
+
+STDLIB = sys.stdlib_module_names
+LAZY_BY_NAME = {"rich.table": "the table printer: imported where a table is printed"}
+"""Function-local imports allowed though their package is loaded already, with the reason."""
+
+
+def function_level_imports(module: str) -> list[ast.Import | ast.ImportFrom]:
+    """The imports of ``module`` run inside a function, outside ``if TYPE_CHECKING`` and
+    outside ``try`` (an optional dependency's probe)."""
+    tree = ast.parse(MODULES[module].read_text(encoding="utf-8"))
+    top, skipped, found = runtime_top_level(tree), set(), []
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.If) and is_type_checking(node)) or isinstance(node, ast.Try):
+            skipped |= {id(inner) for stmt in ast.iter_child_nodes(node)
+                        for inner in ast.walk(stmt)}
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)) and id(node) not in top | skipped:
+            found.append(node)
+    return found
+
+
+def packages_at_import(module: str) -> set[str]:
+    """The top-level packages (standard library included) that ``module`` imports at
+    module level itself."""
+    tree = ast.parse(MODULES[module].read_text(encoding="utf-8"))
+    top = runtime_top_level(tree)
+    names = set()
+    for node in ast.walk(tree):
+        if id(node) in top and isinstance(node, ast.Import):
+            names |= {alias.name for alias in node.names}
+        elif id(node) in top and isinstance(node, ast.ImportFrom) and not node.level:
+            names.add(node.module or "")
+    return {name.split(".")[0] for name in names} - {"tapt"}
+
+
+MODULE_LEVEL = graph(module_level_only=True)
+
+
+def loaded_by(module: str) -> set[str]:
+    """The packages that importing ``module`` loads: its module-level tapt imports
+    followed, with its parent packages and ``tapt`` itself (run first by any import)."""
+    parts = module.split(".")
+    pending = [module] + [".".join(parts[:i]) for i in range(1, len(parts))]
+    seen, packages = set(), set()
+    while pending:
+        name = pending.pop()
+        if name in seen or name not in MODULES:
+            continue
+        seen.add(name)
+        packages |= packages_at_import(name)
+        pending += MODULE_LEVEL[name]
+    return packages
+
+
+def test_function_local_imports_defer_a_library():
+    """Outside ``cli/``, a function-local import pays for itself: it defers a third-party
+    library (torch, transformers, datasets, ...) that importing its module does not load
+    already, or a tapt module that loads one; in ``cli/``, it imports tapt or a third-party
+    library, never the standard library. Anything else belongs at the top of the module."""
+    needless = []
+    for module, path in MODULES.items():
+        loaded = loaded_by(module) | STDLIB
+        for node in function_level_imports(module):
+            if isinstance(node, ast.ImportFrom) and (node.level or
+                                                     (node.module or "").startswith("tapt")):
+                targets = [target for target, line, _ in EDGES[module] if line == node.lineno]
+                deferred = set().union(*(loaded_by(target) for target in targets)) - loaded
+                named = ", ".join(targets)
+                if layer(module) == "cli" or deferred:
+                    continue
+            else:
+                names = [alias.name for alias in node.names] if isinstance(node, ast.Import) \
+                    else [node.module]
+                named = ", ".join(names)
+                tops = {name.split(".")[0] for name in names}
+                if all(name in LAZY_BY_NAME for name in names) or not tops & STDLIB and (
+                        layer(module) == "cli" or tops - loaded):
+                    continue
+            needless.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno}: "
+                            f"{named}")
+    assert not needless, ("function-local imports that defer nothing (import them at the top "
+                          "of the module):\n" + "\n".join(needless))
+
+
+def readme_layout() -> dict[str, list[str]]:
+    """The README's Layout picture: each package line (``  data/  beir.py, ...`` and its
+    continuation lines) -> the ``*.py`` files and ``sub/`` folders it names."""
+    readme = (PACKAGE.parent / "README.md").read_text(encoding="utf-8")
+    block = readme.split("## Layout", 1)[1].split("```", 2)[1]
+    listed: dict[str, list[str]] = {}
+    package = None
+    for line in block.splitlines():
+        if match := re.match(r"^  (\w+)/\s", line):
+            package = match.group(1)
+            listed[package] = []
+        elif not line.startswith("   "):
+            package = None
+        if package is not None:
+            text = line[len(package) + 3:] if line.startswith(f"  {package}/") else line
+            listed[package] += re.findall(r"\b\w+\.py\b|\b\w+/(?!\w)", text)
+    return listed
+
+
+def test_the_readme_layout_names_the_tree():
+    """README "Layout" lists every package of ``tapt/``, and each module or folder it names
+    exists in that package."""
+    listed = readme_layout()
+    assert set(listed) == set(PACKAGES)
+    missing = [f"{package}/{name}" for package, names in listed.items() for name in names
+               if not (PACKAGE / package / name.rstrip("/")).exists()]
+    assert missing == []
 
 
 def test_finite_number_is_the_one_rule():
