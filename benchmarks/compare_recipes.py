@@ -7,7 +7,7 @@ is then measured the same way: dev with one evaluator (the recipe's dev set, as
 ``tapt soup`` and ``tapt merge --pick-on-dev`` evaluate it) and test with ``tapt eval``
 in float32 on the whole corpus. Dev picks; test is reported once.
 
-Arms (``--arms``; ``ARMS`` below):
+Arms (``--arms``; ``ARMS`` below; the SciFact table is in docs/levers.md):
 
 - ``mnrl``: plain MNRL, the baseline; ``st-script``: the same settings trained by a plain
   sentence-transformers script (``benchmarks/st_baseline.py``, last weights, no dev);
@@ -15,8 +15,8 @@ Arms (``--arms``; ``ARMS`` below):
   scoring below 95 % of the query's positive (NV-Retriever's TopK-PercPos: ``tapt mine
   --margin 0.05 --sampling top``); ``mined-round2``: the same mined by the ``mnrl`` model
   of the same seed (a second round), trained from the base model again;
-- ``lr-5e-5``, ``lr-1e-4``: the learning rate; ``sweep-lr``: the arm a ``tapt sweep`` over
-  the three learning rates picks on dev (per seed, from the three trained arms);
+- ``lr-5e-5``, ``lr-1e-4``, ``lr-2e-4``: the learning rate; ``sweep-lr``: the arm a ``tapt
+  sweep`` over 2e-5, 5e-5 and 1e-4 picks on dev (per seed, from the three trained arms);
   ``sweep-lr-soup``: the greedy soup of those three runs (Wortsman et al., 2022);
 - ``average-last``: ``training.average_last: 3`` (mean of the last 3 checkpoints);
 - ``wise-ft``: the ``mnrl`` model interpolated with the base model, weight picked on dev
@@ -34,8 +34,8 @@ interrupted comparison resumes where it stopped (a training run from its checkpo
 Each arm's folder holds ``arm.json`` (dev, test, seconds, load average). The table:
 mean ± std over seeds, the paired test against ``mnrl`` on the test queries (per-query
 values averaged over seeds first; randomization test, Holm-corrected across arms), the
-smallest difference the test could detect (80 % power) and the wall time. The README's
-SciFact table::
+smallest difference the test could detect (80 % power) and the wall time. The SciFact
+table of docs/levers.md::
 
     OMP_NUM_THREADS=2 python benchmarks/compare_recipes.py --data ../shared/data/scifact \\
         --recipe recipes/scifact.yaml --out runs/levers-scifact --seeds 0 \\
@@ -72,6 +72,11 @@ class Arm:
     mined_by: str | None = None
     """train arms with mined negatives: ``base`` or the name of a trained arm."""
     from_arms: list[str] = field(default_factory=list)
+    mined_as: str | None = None
+    """``best``: the mined arm whose negatives file it reuses."""
+    folder_name: str | None = None
+    """``best``: its folder, named by the arms it joins (``best+lr-5e-5+mined-perc95``), so
+    runs of another combination never share a folder."""
 
 
 ARMS: dict[str, Arm] = {
@@ -81,6 +86,7 @@ ARMS: dict[str, Arm] = {
     "mined-round2": Arm(mined_by="mnrl"),
     "lr-5e-5": Arm(overrides=["training.learning_rate=5e-5"]),
     "lr-1e-4": Arm(overrides=["training.learning_rate=1e-4"]),
+    "lr-2e-4": Arm(overrides=["training.learning_rate=2e-4"]),
     "sweep-lr": Arm("sweep", from_arms=["mnrl", "lr-5e-5", "lr-1e-4"]),
     "sweep-lr-soup": Arm("sweep-soup", from_arms=["mnrl", "lr-5e-5", "lr-1e-4"]),
     "average-last": Arm(overrides=["training.average_last=3", "training.save_total_limit=4"]),
@@ -119,9 +125,20 @@ MINING = {"mined-perc95": ("0.05", "top", 0), "mined-round2": ("0.05", "top", 0)
 """Mined arms: (``--margin``, ``--sampling``, ``--skip-top``) of ``tapt mine``, K = 3."""
 
 
-def tapt(*args: str) -> None:
-    """``python -m tapt ARGS`` (the command a user types), failing loudly."""
-    subprocess.run([sys.executable, "-m", "tapt", *args], check=True)
+def tapt(*args: str, timed: Path | None = None) -> None:
+    """``python -m tapt ARGS`` (the command a user types), failing loudly; ``timed``: GNU
+    time writes the wall seconds and the peak RSS (KiB) of the command there."""
+    command = [sys.executable, "-m", "tapt", *args]
+    if timed is not None and Path("/usr/bin/time").is_file():
+        command = ["/usr/bin/time", "-f", "%e %M", "-o", str(timed), *command]
+    subprocess.run(command, check=True)
+
+
+def timing_file(folder: Path) -> Path:
+    """Where GNU time writes a training's wall seconds and peak RSS: ``seedN.time.txt``
+    beside the run folder ``seedN``."""
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    return folder.with_name(f"{folder.name}.time.txt")
 
 
 def write_wall(folder: Path, seconds: float) -> None:
@@ -189,6 +206,11 @@ class Comparison:
         row = {"model": str(model), "dev": self.dev(model),
                "test": self.test(model, folder / "test-float32.json")}
         making = json.loads(made.read_text())
+        timed = timing_file(folder)
+        if timed.is_file():  # GNU time of the training command: wall s, peak RSS KiB
+            wall, rss = timed.read_text().split()[-2:]
+            extra["train_peak_rss_gib"] = round(int(rss) / 2**20, 2)
+            extra["train_wall_seconds"] = float(wall)
         row.update(making_seconds=round(making["seconds"]),
                    making_load_average=making["load_average"],
                    measuring_seconds=round(time.time() - measuring),
@@ -212,20 +234,13 @@ class Comparison:
 
     # --- the arms ------------------------------------------------------------------
     def folder(self, arm: str, seed: int | None) -> Path:
-        return self.out / arm / ("all-seeds" if seed is None else f"seed{seed}")
+        name = ARMS[arm].folder_name or arm  # best: named by what it joins
+        return self.out / name / ("all-seeds" if seed is None else f"seed{seed}")
 
     def done(self, arm: str, seed: int | None) -> dict | None:
         """The arm's measured row: from ``--out``, else from ``--summary`` (then its
         per-query test file is copied back for the table)."""
-        folder = self.folder(arm, seed)
-        path = folder / "arm.json"
-        if not path.is_file() and self.args.summary is not None:
-            kept = self.args.summary / folder.relative_to(self.out)
-            if (kept / "arm.json").is_file():
-                folder.mkdir(parents=True, exist_ok=True)
-                for name in ("arm.json", "test-float32.json"):
-                    shutil.copyfile(kept / name, folder / name)
-        return json.loads(path.read_text()) if path.is_file() else None
+        return self.kept(str(self.folder(arm, seed).relative_to(self.out)))
 
     def run(self, arm: str, seed: int) -> dict:
         found = self.done(arm, None if arm in ONE_MODEL else seed)
@@ -251,7 +266,8 @@ class Comparison:
         if not (results.is_file() and json.loads(results.read_text()).get("status")
                 == "finished"):
             tapt("train", str(self.args.recipe), f"data.path={self.args.data}",
-                 f"output_dir={folder}", "eval.zero_shot=false", *self.args.set, *overrides)
+                 f"output_dir={folder}", "eval.zero_shot=false", *self.args.set, *overrides,
+                 timed=timing_file(folder))  # beside the run folder: tapt train wants it new
             write_wall(folder, time.time() - started)  # mining included
         summary = json.loads(results.read_text())["summary"]
         return self.record(folder, folder / "final", started, overrides=overrides,
@@ -266,8 +282,9 @@ class Comparison:
             self.folder(teacher, seed) / "final")
         if teacher != "base":
             self.run(teacher, seed)
-        path = self.out / "mined" / (f"{arm}-base.jsonl" if teacher == "base"
-                                     else f"{arm}-{teacher}-seed{seed}.jsonl")
+        named = ARMS[arm].mined_as or arm  # best reuses its mined arm's file
+        path = self.out / "mined" / (f"{named}-base.jsonl" if teacher == "base"
+                                     else f"{named}-{teacher}-seed{seed}.jsonl")
         if not path.is_file():
             path.parent.mkdir(parents=True, exist_ok=True)
             recipe = recipe_for(self.args, [])
@@ -340,7 +357,21 @@ class Comparison:
         return self.record(folder, output, started, ingredients=kept)
 
     def zero_shot(self) -> dict:
-        return self.record(self.out / "zero-shot", Path(self.args.model), time.time())
+        """The base model's row (measured once; read back from ``--summary`` too)."""
+        return self.kept("zero-shot") or self.record(self.out / "zero-shot",
+                                                     Path(self.args.model), time.time())
+
+    def kept(self, relative: str) -> dict | None:
+        """``out/RELATIVE/arm.json``, copied back from ``--summary`` when only it has it."""
+        folder = self.out / relative
+        if not (folder / "arm.json").is_file() and self.args.summary is not None:
+            kept = self.args.summary / relative
+            if (kept / "arm.json").is_file():
+                folder.mkdir(parents=True, exist_ok=True)
+                for name in ("arm.json", "test-float32.json"):
+                    shutil.copyfile(kept / name, folder / name)
+        path = folder / "arm.json"
+        return json.loads(path.read_text()) if path.is_file() else None
 
 
 def combined(comparison: Comparison, results: dict[str, list[dict]]) -> list[str]:
@@ -354,10 +385,13 @@ def combined(comparison: Comparison, results: dict[str, list[dict]]) -> list[str
         return statistics.mean(r["dev"][metric] for r in results[arm])
 
     better = sorted((a for a in results if a not in (BASELINE, "best")
-                     and ARMS[a].kind == "train" and not ARMS[a].mined_by
-                     and dev(a) > dev(BASELINE)), key=dev, reverse=True)
+                     and ARMS[a].kind == "train" and dev(a) > dev(BASELINE)),
+                    key=dev, reverse=True)
     chosen: list[str] = []
     for arm in better:
+        if ARMS[arm].mined_by and any(ARMS[a].mined_by for a in chosen):
+            print(f"best: {arm} left out (a chosen arm has its own mined negatives)")
+            continue
         keys = dict(o.split("=", 1) for a in chosen for o in ARMS[a].overrides)
         if clash := [o for o in ARMS[arm].overrides
                      if keys.get(o.split("=", 1)[0], o.split("=", 1)[1]) != o.split("=", 1)[1]]:
@@ -383,8 +417,14 @@ def run_grid(comparison: Comparison) -> dict[str, list[dict]]:
                 continue
             results.setdefault(arm, []).append(comparison.run(arm, seed))
     if "best" in args.arms:
-        chosen = combined(comparison, results)
+        chosen = args.best_of or combined(comparison, results)
         ARMS["best"].overrides = [o for arm in chosen for o in ARMS[arm].overrides]
+        ARMS["best"].folder_name = "+".join(["best", *sorted(chosen)])
+        mined = [arm for arm in chosen if ARMS[arm].mined_by]
+        if mined:  # the best combination mines as its mined arm does (the same file)
+            ARMS["best"].mined_by = ARMS[mined[0]].mined_by
+            MINING["best"] = MINING[mined[0]]
+            ARMS["best"].mined_as = mined[0]
         if len(chosen) > 1:  # one arm alone is that arm's runs
             for seed in args.seeds:
                 results.setdefault("best", []).append(comparison.run("best", seed))
@@ -491,11 +531,16 @@ def main(argv: list[str] | None = None) -> int:
                         help="also keep each arm's arm.json and per-query test file here "
                              "(e.g. benchmarks/results/levers-scifact, committed), and read "
                              "measured arms from it")
+    parser.add_argument("--best-of", nargs="+", default=None, choices=list(ARMS),
+                        metavar="ARM", help="the arms the best combination joins (default: "
+                                            "the train arms whose dev beat mnrl's here)")
     parser.add_argument("--table-only", action="store_true",
                         help="only tabulate the arms already measured (nothing trains)")
     args = parser.parse_args(argv)
     if BASELINE not in args.arms:
         parser.error(f"--arms must include the baseline {BASELINE}")
+    if args.best_of:
+        ARMS["best"].folder_name = "+".join(["best", *sorted(args.best_of)])
     comparison = Comparison(args)
     zero = comparison.zero_shot()
     results = finished(comparison) if args.table_only else run_grid(comparison)

@@ -9,6 +9,11 @@ second file per system and its pairing with the result file; the one self-contai
 is simpler and cannot be mismatched.) The texts and the grades come from the data
 (``--data``), which must hold every stored passage.
 
+The result files must have been evaluated on the same data and settings, and on the data
+given (:mod:`tapt.analysis.pairing`: the corpus, queries and qrels digests, split, relevance
+rule, sub-corpus and top-k), else the cases are refused naming the field; the relevance
+rule defaults to the one the results recorded.
+
 Disagreement on a query is the spread of the reciprocal rank of its first relevant
 passage across the systems (``max - min`` of ``1 / rank``; a relevant passage beyond a
 system's stored depth counts 0): 1.0 when one system ranks it first and another misses
@@ -29,8 +34,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from tapt.analysis.pairing import FIELDS, DataKey, check_pair, data_key, unfingerprinted_note
 from tapt.analysis.result_files import read_result, split_spec
 from tapt.data.beir import BeirDataset
+from tapt.data.fingerprint import remember_digests
 from tapt.retrieval.metrics import METRIC_KEYS, trec_ranking
 
 logger = logging.getLogger(__name__)
@@ -49,6 +56,8 @@ class SystemRun:
     depth: int
     ranking: dict[str, list[tuple[str, float]]]
     per_query: dict[str, dict[str, float]]
+    key: DataKey | None = None
+    """The data and settings it was evaluated on (:func:`tapt.analysis.pairing.data_key`)."""
 
 
 def _ranking_problem(source: str, where: str, problem: str) -> ValueError:
@@ -112,7 +121,7 @@ def read_system(spec: str) -> SystemRun:
         raise ValueError(f"{path}: field 'evaluated.split': expected the split's name")
     label = name or Path(str(evaluated.get("model", path))).name or str(path)
     return SystemRun(name=label, source=str(path), split=split, depth=depth, ranking=ranking,
-                     per_query=per_query)
+                     per_query=per_query, key=data_key(data, str(path)))
 
 
 @dataclass
@@ -138,7 +147,8 @@ def relevant_passages(dataset: BeirDataset, split: str, query_id: str) -> set[st
 
 
 def common_split(systems: Sequence[SystemRun]) -> str:
-    """The split all systems were evaluated on (they must agree) and whose names differ."""
+    """The split all systems were evaluated on (they must agree, as in every other data
+    field of :mod:`tapt.analysis.pairing`) and whose names differ."""
     if not systems:
         raise ValueError("tapt cases needs at least one result file")
     splits = {system.split for system in systems}
@@ -149,12 +159,46 @@ def common_split(systems: Sequence[SystemRun]) -> str:
     if len(set(names)) != len(names):
         raise ValueError(f"the systems' names must differ (label them NAME=RESULT.json): "
                          f"{', '.join(names)}")
+    keyed = [system.key for system in systems if system.key is not None]
+    for other in keyed[1:]:
+        check_pair(keyed[0], other, fields=FIELDS, allowed=(), where="tapt cases",
+                   liftable=False)
     return splits.pop()
 
 
+def recorded_relevance(systems: Sequence[SystemRun]) -> int | str:
+    """The lowest relevant grade the result files recorded (``auto`` when none records a
+    rule: files of an older tapt); :func:`common_split` checked that they agree."""
+    for system in systems:
+        rule = (system.key.values.get("relevance") if system.key is not None else None)
+        if isinstance(rule, dict) and isinstance(rule.get("relevant_from"), int):
+            return rule["relevant_from"]
+    return "auto"
+
+
+def check_data(systems: Sequence[SystemRun], dataset: BeirDataset, split: str) -> None:
+    """The data given must be what the results were evaluated on: its corpus, queries and
+    the split's qrels digests and its relevance rule against each result's record (fields
+    a result does not record pass; files without a fingerprint are warned about)."""
+    digests = remember_digests(dataset, [split])
+    given = DataKey(source=f"--data {dataset.source or '(in memory)'}", fingerprinted=True,
+                    values={"corpus": digests.get("corpus"), "queries": digests.get("queries"),
+                            "qrels": digests.get(f"qrels/{split}"), "split": split,
+                            "relevance": dataset.rule.to_dict()})
+    keys = [system.key for system in systems if system.key is not None]
+    for key in keys:
+        check_pair(given, key, fields=("corpus", "queries", "qrels", "split", "relevance"),
+                   allowed=(), where="tapt cases", liftable=False)
+    note = unfingerprinted_note(keys)
+    if note:
+        logger.warning("%s", note)
+
+
 def check_systems(systems: Sequence[SystemRun], dataset: BeirDataset) -> str:
-    """:func:`common_split`, and every stored passage must be in ``dataset``'s corpus."""
+    """:func:`common_split`, :func:`check_data`, and every stored passage must be in
+    ``dataset``'s corpus."""
     split = common_split(systems)
+    check_data(systems, dataset, split)
     for system in systems:
         for query_id, pairs in system.ranking.items():
             for doc_id, _ in pairs:

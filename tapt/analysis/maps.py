@@ -32,7 +32,7 @@ from tapt.analysis.embed import embed, materialized, unit_rows
 from tapt.data.arrow_corpus import corpus_texts as passage_texts
 from tapt.data.beir import BeirDataset
 from tapt.retrieval.dense import EncodingTally
-from tapt.util.bounds import POSITIVE_INT, SEED
+from tapt.util.bounds import MAP_SAMPLE, POSITIVE_INT, SEED
 
 # umap-learn and scikit-learn are imported by the projection: importing tapt.analysis
 # must not import them.
@@ -117,7 +117,7 @@ def embedding_maps(encoders: Mapping[str, object], dataset: BeirDataset,
     SEED.check(seed, "seed")
     POSITIVE_INT.check(batch_size, "batch_size")
     if sample is not None:
-        POSITIVE_INT.check(sample, "sample")
+        MAP_SAMPLE.check(sample, "sample")
     chosen = choose_method(method)
     ids = map_passages(labels, list(dataset.corpus), sample=sample, seed=seed)
     if len(ids) < 3:

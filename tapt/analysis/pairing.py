@@ -22,10 +22,10 @@ both one label); ``sub-corpus`` other distractor samples; ``top-k`` other rankin
 Queries, qrels, split and relevance rule can never differ: pairing per-query values of
 different queries or judgments measures nothing.
 
-Files written before tapt recorded ``data_fingerprint`` are compared with a warning naming
-them (:func:`unfingerprinted_note`): their split, relevance rule, sub-corpus settings and
-top-k are still checked, their corpus, queries and qrels cannot be; re-run them to check
-those too.
+Files written before tapt recorded ``data_fingerprint``, and files whose fingerprint holds
+no digest (all null), are compared with a warning naming them (:func:`unfingerprinted_note`):
+their split, relevance rule, sub-corpus settings and top-k are still checked, their corpus,
+queries and qrels cannot be; re-run them to check those too.
 """
 
 from __future__ import annotations
@@ -35,6 +35,9 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 FIELDS = ("corpus", "sub-corpus", "queries", "qrels", "split", "relevance", "top-k")
+DIGESTS = ("corpus", "queries", "qrels")
+"""The file digests of ``data_fingerprint``: a fingerprint that records none of them (all
+null: a dataset built in memory, or an edited file) is no fingerprint."""
 ALLOWABLE = ("corpus", "sub-corpus", "top-k")
 """The data fields ``--allow-different`` may lift (``corpus`` lifts ``sub-corpus`` too)."""
 SETTINGS = ("split", "relevance", "top-k")
@@ -56,11 +59,12 @@ def data_key(result: Mapping, source: str) -> DataKey:
     """The data fields of a result file read by :func:`tapt.analysis.result_files.read_result`."""
     evaluated = result.get("evaluated", {})
     fingerprint = evaluated.get("data_fingerprint")
-    fingerprinted = isinstance(fingerprint, dict)
-    fingerprint = fingerprint if fingerprinted else {}
-    if fingerprinted:
-        ids = fingerprint.get("sub_corpus")
-        sub_corpus = f"ids sha256 {ids}" if ids else WHOLE
+    fingerprint = fingerprint if isinstance(fingerprint, dict) else {}
+    fingerprinted = any(fingerprint.get(name) for name in DIGESTS)
+    if fingerprint.get("sub_corpus"):
+        sub_corpus = f"ids sha256 {fingerprint['sub_corpus']}"
+    elif fingerprinted:
+        sub_corpus = WHOLE
     elif all(key in evaluated for key in ("distractors", "fraction")):
         sample = {key: evaluated.get(key) for key in ("distractors", "fraction", "seed")}
         sub_corpus = WHOLE if sample["distractors"] is None and sample["fraction"] is None \

@@ -26,13 +26,14 @@ from pathlib import Path
 
 import yaml
 
-from tapt.analysis.pairing import DataKey, check_pair, data_key
+from tapt.analysis.pairing import WHOLE, DataKey, check_pair, data_key, unfingerprinted_note
 from tapt.analysis.result_files import read_result
 from tapt.data.beir import strictness
-from tapt.data.fingerprint import files_digest
+from tapt.data.fingerprint import files_digest, ids_digest
+from tapt.data.relevance import choose_rule
 from tapt.data.sources import load_data
 from tapt.data.subcorpus import subcorpus_ids
-from tapt.recipe import DataSettings, TrainingSettings
+from tapt.recipe import DataSettings, EvalSettings, TrainingSettings
 from tapt.retrieval.bm25 import BM25Retriever
 from tapt.retrieval.evaluate import evaluate
 from tapt.retrieval.metrics import METRIC_KEYS
@@ -62,6 +63,8 @@ class RunReport:
     """Reference lines for the dev curve: ``zero-shot`` and ``BM25``, all four metrics."""
     notes: list[str] = field(default_factory=list)
     plots: list[Path] = field(default_factory=list)
+    relevance: dict | None = None
+    """The relevance rule the run recorded in ``results.json`` (None: none recorded)."""
 
     @property
     def name(self) -> str:
@@ -102,7 +105,9 @@ def load_run(run_dir: str | os.PathLike) -> RunReport:
     report = RunReport(run_dir=run.root, recipe=recipe,
                        status=results.get("status", "unfinished (no results.json)"),
                        history=history, best_step=results.get("best_step"),
-                       summary=results.get("summary", {}), metric=metric)
+                       summary=results.get("summary", {}), metric=metric,
+                       relevance=results.get("relevance")
+                       if isinstance(results.get("relevance"), dict) else None)
     zero = next((entry for entry in history if entry["step"] == 0), None)
     if zero is not None:
         report.references["zero-shot"] = {k: zero[k] for k in METRIC_KEYS}
@@ -146,29 +151,37 @@ def bm25_on_dev(recipe: dict) -> tuple[dict[str, float], str]:
                             f"passages, {report.info['num_queries']:,} queries)")
 
 
-def bm25_from_file(path: str | os.PathLike,
-                   recipe: dict | None = None) -> tuple[dict[str, float], str]:
+def bm25_from_file(path: str | os.PathLike, recipe: dict | None = None, *,
+                   relevance: dict | None = None) -> tuple[dict[str, float], str]:
     """The metrics of a ``tapt bm25 --output`` file and a note saying so; with the run's
-    ``recipe``, the file must have been evaluated on the run's dev split and, when the
-    run's data is a local folder, on its corpus, queries and dev qrels
-    (:func:`check_reference`)."""
+    ``recipe`` (and the ``relevance`` rule it recorded), the file must have been evaluated
+    on the run's dev data and settings (:func:`check_reference`)."""
     result = read_result(path)
     evaluated = result["evaluated"]
     if recipe is not None:
-        check_reference(result, str(path), recipe)
+        check_reference(result, str(path), recipe, relevance=relevance)
     return {k: float(result[k]) for k in METRIC_KEYS}, (
         f"BM25 read from {path} ({evaluated.get('split')} split, "
         f"{evaluated.get('corpus_size', '?'):,} passages)"
         if isinstance(evaluated.get("corpus_size"), int) else f"BM25 read from {path}")
 
 
-def check_reference(result: dict, source: str, recipe: dict) -> None:
+def check_reference(result: dict, source: str, recipe: dict, *,
+                    relevance: dict | None = None) -> None:
     """A ``ValueError`` naming the field when a reference result was evaluated on other
-    data than the run's dev split (:mod:`tapt.analysis.pairing`): its split, and, for a
-    run on a local BEIR folder, the digests of that folder's corpus, queries and dev qrels
-    (a result without a fingerprint is checked on its split only)."""
+    data or settings than the run's dev evaluation, in every field of
+    :mod:`tapt.analysis.pairing`: the split, top-k (``eval.top_k``), the relevance rule
+    (``relevance``, the one the run recorded, else the recipe's explicit
+    ``data.relevant_from``), and, for a run on a local BEIR folder, the digests of that
+    folder's corpus, queries and dev qrels and the dev sub-corpus (``dev_distractors``,
+    ``dev_seed``). A field either side does not record is not checked; a result without a
+    fingerprint is warned about."""
     split = _data_setting(recipe, "dev_split")
-    values: dict[str, object] = {"split": split}
+    grade = _data_setting(recipe, "relevant_from")
+    if relevance is None and grade != "auto":
+        relevance = choose_rule(grade).to_dict()
+    top_k = (recipe.get("eval") or {}).get("top_k", EvalSettings.model_fields["top_k"].default)
+    values: dict[str, object] = {"split": split, "top-k": top_k, "relevance": relevance}
     folder = Path(str(_data_setting(recipe, "path")))
     config = _data_setting(recipe, "config")
     if config and (folder / str(config)).is_dir():
@@ -177,10 +190,18 @@ def check_reference(result: dict, source: str, recipe: dict) -> None:
              "qrels": folder / "qrels" / f"{split}.tsv"}
     if all(path.is_file() for path in files.values()):
         values.update({name: files_digest([path]) for name, path in files.items()})
+        dataset, _, ids = dev_subcorpus(recipe)
+        values["sub-corpus"] = WHOLE if len(ids) == len(dataset.corpus) \
+            else f"ids sha256 {ids_digest(ids)}"
     run = DataKey(source=f"the run's {split} data ({folder})", values=values,
                   fingerprinted=True)
-    check_pair(run, data_key(result, source), fields=("split", "corpus", "queries", "qrels"),
+    reference = data_key(result, source)
+    check_pair(run, reference, fields=("split", "corpus", "queries", "qrels", "relevance",
+                                       "top-k", "sub-corpus"),
                allowed=(), where="--bm25", liftable=False)
+    note = unfingerprinted_note([reference])
+    if note:
+        logger.warning("%s", note)
 
 
 def find_plots(run_dir: Path, extra: list[Path] | None = None) -> list[Path]:
@@ -211,7 +232,7 @@ def build_report(run_dir: str | os.PathLike, *, bm25: str | os.PathLike | None =
             report.references["BM25"] = metrics
         report.notes.append(note)
     elif bm25 is not None:
-        metrics, note = bm25_from_file(bm25, report.recipe)
+        metrics, note = bm25_from_file(bm25, report.recipe, relevance=report.relevance)
         report.references["BM25"] = metrics
         report.notes.append(note)
     report.plots = find_plots(report.run_dir, plots)

@@ -7,7 +7,13 @@ import argparse
 from pathlib import Path
 
 from tapt.cli import terminal
-from tapt.cli.options import add_corpus_store_args, add_relevance_arg, check_outputs, positive_int
+from tapt.cli.options import (
+    add_corpus_store_args,
+    cases_shown,
+    check_outputs,
+    data_inputs,
+    relevant_from,
+)
 
 
 def add_parsers(commands) -> None:
@@ -27,14 +33,17 @@ def add_parsers(commands) -> None:
     cases.add_argument("--lenient", action="store_true",
                        help="accept empty passages and queries without a relevant passage "
                             "(public BEIR sets)")
-    add_relevance_arg(cases)
+    cases.add_argument("--relevant-from", type=relevant_from, default=None, metavar="auto|N",
+                       help="lowest grade that counts as relevant (default: the rule the "
+                            "result files were evaluated under; auto for files that record "
+                            "none); another rule than theirs is refused")
     add_corpus_store_args(cases)
     cases.add_argument("--query", default=None, metavar="ID", help="show this query only")
-    cases.add_argument("--top", type=positive_int, default=10,
+    cases.add_argument("--top", type=cases_shown, default=10,
                        help="queries listed (the most disagreed on)")
-    cases.add_argument("--passages", type=positive_int, default=3,
+    cases.add_argument("--passages", type=cases_shown, default=3,
                        help="top passages shown per system")
-    cases.add_argument("--chars", type=positive_int, default=300,
+    cases.add_argument("--chars", type=cases_shown, default=300,
                        help="characters of each passage's text shown")
     cases.add_argument("--metric", choices=METRIC_KEYS, default="binary_ndcg@10",
                        help="per-query metric shown beside the ranks")
@@ -44,15 +53,26 @@ def add_parsers(commands) -> None:
 
 
 def cmd_cases(args: argparse.Namespace) -> int:
-    from tapt.analysis.cases import common_split, find_cases, read_system, render_markdown
+    from tapt.analysis.cases import (
+        common_split,
+        find_cases,
+        read_system,
+        recorded_relevance,
+        render_markdown,
+    )
+    from tapt.analysis.compare import split_spec
     from tapt.data.beir import strictness
     from tapt.data.sources import load_data
     from tapt.util.files import atomic_write_text
 
-    check_outputs([("--output", args.output)], overwrite=args.overwrite)
+    check_outputs([("--output", args.output)], overwrite=args.overwrite,
+                  inputs=[("RESULT", split_spec(spec)[1]) for spec in args.results]
+                  + data_inputs("--data", args.data, args.config))
     systems = [read_system(spec) for spec in args.results]  # checked before the data loads
-    dataset = load_data(args.data, args.config, [common_split(systems)],
-                        revision=args.revision, relevant_from=args.relevant_from,
+    split = common_split(systems)  # and the results' data fields agree
+    relevance = recorded_relevance(systems) if args.relevant_from is None else args.relevant_from
+    dataset = load_data(args.data, args.config, [split],
+                        revision=args.revision, relevant_from=relevance,
                         corpus_store=args.corpus_store, corpus_cache=args.corpus_cache,
                         **strictness(args.lenient))
     cases = find_cases(systems, dataset, limit=args.top, query=args.query)

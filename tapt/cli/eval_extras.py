@@ -15,7 +15,7 @@ import argparse
 from pathlib import Path
 
 from tapt.cli import terminal
-from tapt.cli.options import check_folder, positive_int
+from tapt.cli.options import check_folder, top_k
 
 RANKING_SECTION = "ranking"
 """The result file's section holding ``--save-run``'s top passages per query."""
@@ -29,7 +29,7 @@ def add_extra_args(parser: argparse.ArgumentParser) -> None:
                             "split, e.g. rewritten queries) against the same corpus encoding; "
                             "repeat for several: a table each with retention against the "
                             "split's own queries and the paired test")
-    group.add_argument("--save-run", type=positive_int, default=None, metavar="K",
+    group.add_argument("--save-run", type=top_k, default=None, metavar="K",
                        help="store each query's top K passages (ids and scores, ranked) in "
                             "--output, for tapt cases (K <= --top-k)")
     group.add_argument("--format", choices=("tapt", "mteb"), default="tapt",
@@ -46,7 +46,8 @@ def add_extra_args(parser: argparse.ArgumentParser) -> None:
 def check_extra_args(args: argparse.Namespace) -> None:
     """Refuse combinations before any loading: ``--queries`` with ``--dims`` or
     ``--tune-on``, ``--save-run`` deeper than ``--top-k``, ``--format mteb`` without mteb
-    or with an unwritable ``--mteb-dir``."""
+    or with an unwritable ``--mteb-dir`` (on an input: ``tapt.cli.retrieval``'s output
+    check, :func:`tapt.util.outputs.check_apart`)."""
     if args.queries:
         from tapt.data.query_sets import parse_query_set_specs
 
@@ -63,6 +64,15 @@ def check_extra_args(args: argparse.Namespace) -> None:
 
         require_mteb("--format mteb")
         check_folder("--mteb-dir", args.mteb_dir)
+
+
+def query_set_inputs(args: argparse.Namespace) -> list[tuple[str, Path]]:
+    """``--queries``' files, as inputs no output may land on ([] without the flag)."""
+    if not getattr(args, "queries", None):
+        return []
+    from tapt.data.query_sets import parse_query_set_specs
+
+    return [("--queries", path) for path in parse_query_set_specs(args.queries).values()]
 
 
 def read_query_sets(args: argparse.Namespace, dataset) -> dict[str, dict[str, str]]:

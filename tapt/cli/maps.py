@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 
 from tapt.cli import terminal
-from tapt.cli.options import add_analysis_data, add_model_options, positive_int
+from tapt.cli.options import add_analysis_data, add_model_options, map_sample
 
 
 def add_map_parser(analyses) -> None:
@@ -21,7 +21,7 @@ def add_map_parser(analyses) -> None:
     maps.add_argument("--color-by", required=True, metavar="FIELD",
                       help="label field of corpus.jsonl ('labels': {FIELD: ...}, or a "
                            "top-level field; tapt data synth writes domain and class)")
-    maps.add_argument("--sample", type=positive_int, default=2000,
+    maps.add_argument("--sample", type=map_sample, default=2000,
                       help="map a seeded sample of this many labelled passages")
     maps.add_argument("--method", choices=METHODS, default="auto",
                       help="auto: umap when umap-learn is installed (tapt[maps]), else tsne")

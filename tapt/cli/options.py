@@ -73,6 +73,11 @@ cache_gb = number_type(bounds.CACHE_GB, "cache_gb")
 days = number_type(bounds.DAYS, "days")
 synth_queries = number_type(bounds.SYNTH_QUERIES, "synth_queries")
 synth_distractors = number_type(bounds.SYNTH_DISTRACTORS, "synth_distractors")
+soup_size = number_type(bounds.SOUP_SIZE, "soup_size")
+rescore = number_type(bounds.RESCORE, "rescore")
+calibration_size = number_type(bounds.CALIBRATION, "calibration_size")
+map_sample = number_type(bounds.MAP_SAMPLE, "map_sample")
+cases_shown = number_type(bounds.CASES_SHOWN, "cases_shown")
 
 
 
@@ -102,7 +107,8 @@ NUMBER_TYPES = (positive_int, non_negative_int, seed, positive_float, non_negati
                 fraction, open_fraction, margin_or_none, finite_float, relevant_from,
                 seed_list, width, sequence_length, tokens_per_batch, batch_size, top_k,
                 skip_top, count, positive_count, sample_size, bm25_k1, rrf_k, resamples,
-                concurrency, rate, cache_gb, days, synth_queries, synth_distractors)
+                concurrency, rate, cache_gb, days, synth_queries, synth_distractors,
+                soup_size, rescore, calibration_size, map_sample, cases_shown)
 """The only ``type=`` a numeric flag may have (a test walks the parser tree)."""
 
 

@@ -108,13 +108,20 @@ def add_parsers(commands) -> None:
 
 
 def _check_outputs(args: argparse.Namespace) -> None:
-    """tapt eval / bm25: --output and --run can be written (before anything loads; rank 0
-    only under torchrun: it alone writes)."""
+    """tapt eval / bm25: --output and --run can be written, and neither they nor
+    ``--format mteb``'s --mteb-dir lands on an input (the data, the model, the --queries
+    files) (before anything loads; rank 0 only under torchrun: it alone writes)."""
     if is_main():
+        inputs = (data_inputs("--data", args.data, args.config)
+                  + model_inputs("--model", getattr(args, "model", None))
+                  + eval_extras.query_set_inputs(args))
         check_outputs([("--output", args.output), ("--run", args.run),
                        ("--plot", getattr(args, "plot", None))], overwrite=args.overwrite,
-                      inputs=data_inputs("--data", args.data, args.config)
-                      + model_inputs("--model", getattr(args, "model", None)))
+                      inputs=inputs)
+        if getattr(args, "format", "tapt") == "mteb":
+            from tapt.util.outputs import check_apart
+
+            check_apart([("--mteb-dir", args.mteb_dir)], inputs)
 
 
 def _run_retrieval(args: argparse.Namespace, make_retriever) -> int:

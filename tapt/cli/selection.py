@@ -20,9 +20,9 @@ from tapt.cli.options import (
     data_inputs,
     family_help,
     fraction,
-    number_type,
     relevant_from,
     seed_list,
+    soup_size,
     tokens_per_batch,
 )
 from tapt.encoders.precision import DTYPE_NAMES
@@ -44,7 +44,7 @@ def add_parsers(commands) -> None:
     soup.add_argument("--method", choices=("greedy", "uniform"), default="greedy",
                       help="greedy (default): add runs best-dev first while dev does not "
                            "drop; uniform: the mean of all")
-    soup.add_argument("--top", type=number_type(bounds.SOUP_SIZE, "soup_size"), default=None,
+    soup.add_argument("--top", type=soup_size, default=None,
                       metavar="K", help="only the K runs with the best recorded dev metric "
                                         f"[range: {bounds.SOUP_SIZE.documented}]")
     soup.add_argument("--overwrite", action="store_true",
@@ -135,17 +135,24 @@ def cmd_merge(args: argparse.Namespace) -> int:
     _check_guard_flags(args)
     grid = (args.grid or list(DEFAULT_GRID)) if args.pick_on_dev else None
     check_request(len(args.models), args.weights, grid)
+    run_recipe = Path(args.pick_on_dev or "") / "recipe.yaml"
+    run = None
+    if args.pick_on_dev and run_recipe.is_file():  # a run folder: its recipe's inputs too
+        from tapt.recipe import load_recipe
+        from tapt.training.run_start import input_paths
+
+        run = load_recipe(run_recipe)
+        dev_inputs = [("--pick-on-dev", Path(args.pick_on_dev)), *input_paths(run)]
+    else:
+        dev_inputs = data_inputs("--pick-on-dev", args.pick_on_dev, args.config)
     check_merge_output(args.output, args.models, overwrite=args.overwrite,
-                       inputs=data_inputs("--pick-on-dev", args.pick_on_dev, args.config)
-                       + data_inputs("--guard-data", args.guard_data))
+                       inputs=dev_inputs + data_inputs("--guard-data", args.guard_data))
     check_folder("--output", args.output.parent, shown=args.output)
     dev = None
-    run_recipe = Path(args.pick_on_dev or "") / "recipe.yaml"
-    if args.pick_on_dev and run_recipe.is_file():  # a run folder: its own dev set
-        from tapt.recipe import load_recipe
+    if run is not None:  # a run folder: its own dev set
         from tapt.selection.soup import dev_settings
 
-        dev = replace(dev_settings(load_recipe(run_recipe)), grid=grid, metric=args.metric,
+        dev = replace(dev_settings(run), grid=grid, metric=args.metric,
                       device=args.device, progress=terminal.show_progress(args),
                       guard=_guard_set(args))
     elif args.pick_on_dev:
@@ -243,7 +250,7 @@ def _add_sweep_parser(commands) -> None:
     sweep.add_argument("--test", action="store_true",
                        help="also evaluate each trial on the test split (reported, never used "
                             "to pick)")
-    sweep.add_argument("--soup", type=number_type(bounds.SOUP_SIZE, "soup_size"), default=None,
+    sweep.add_argument("--soup", type=soup_size, default=None,
                        metavar="K",
                        help="then cook a greedy model soup of the K trials with the best dev "
                             "metric into SWEEP/soup (tapt soup); with --test, its test "

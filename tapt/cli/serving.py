@@ -10,7 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from tapt.cli import terminal
-from tapt.cli.options import check_folder, family_help, positive_int, seed
+from tapt.cli.options import calibration_size, check_folder, family_help, rescore, seed
 
 BACKEND_CHOICES = ("torch", "onnx", "openvino")
 PRECISION_CHOICES = ("float32", "int8", "uint8", "binary", "ubinary")
@@ -33,7 +33,7 @@ def add_precision_args(parser: argparse.ArgumentParser) -> None:
                        help="corpus rows: float32 (exact search), int8 / uint8 (1 byte per "
                             "dimension, ranges calibrated on the passages), binary / ubinary "
                             "(1 bit per dimension, FAISS binary index, Hamming distance)")
-    group.add_argument("--rescore", type=positive_int, default=None, metavar="K",
+    group.add_argument("--rescore", type=rescore, default=None, metavar="K",
                        help="rescore the quantised search's top (--top-k x K) passages with "
                             "the float32 query embedding (sentence-transformers' "
                             "rescore_multiplier; 4 is its usual value); default: rank by the "
@@ -100,7 +100,7 @@ def add_parsers(commands) -> None:
     export.add_argument("--calibration-data", type=Path, default=None, metavar="DIR",
                         help="openvino int8: a local BEIR folder whose corpus.jsonl passages "
                              "calibrate the quantisation")
-    export.add_argument("--calibration-size", type=positive_int, default=300,
+    export.add_argument("--calibration-size", type=calibration_size, default=300,
                         help="openvino int8: calibration passages drawn from --calibration-data")
     export.add_argument("--seed", type=seed, default=0, help="seed of the calibration sample")
     export.add_argument("--output", type=Path, required=True,
@@ -114,15 +114,26 @@ def add_parsers(commands) -> None:
                         help="no progress bars and no info lines, only results and warnings")
 
 
+def calibration_file(args: argparse.Namespace) -> Path | None:
+    """``--calibration-data``'s corpus.jsonl (None without the flag)."""
+    return None if args.calibration_data is None else \
+        Path(args.calibration_data) / "corpus.jsonl"
+
+
 def calibration_texts(args: argparse.Namespace) -> tuple[str, ...]:
-    """The sampled passages of ``--calibration-data`` (read and checked before loading)."""
-    if args.calibration_data is None:
+    """The sampled passages of ``--calibration-data`` (read and checked before loading),
+    sampled as the corpus streams by: only the sample is held in memory."""
+    path = calibration_file(args)
+    if path is None:
         return ()
-    from tapt.data.beir import read_corpus
+    from tapt.data.beir import DataError, checked_passages, iter_jsonl
     from tapt.training.backend_export import calibration_sample
 
-    corpus = read_corpus(Path(args.calibration_data) / "corpus.jsonl")
-    return calibration_sample([passage.as_text() for passage in corpus.values()],
+    if not path.is_file():
+        raise DataError(path, "not found or not a regular file (--calibration-data: a local "
+                              "BEIR folder holding corpus.jsonl)")
+    passages = checked_passages(iter_jsonl(path), path)
+    return calibration_sample((passage.as_text() for _, passage in passages),
                               args.calibration_size, args.seed)
 
 
@@ -143,7 +154,8 @@ def cmd_export(args: argparse.Namespace) -> int:
                               else Path(args.calibration_data).name)
     settings.check()  # flag combinations, before anything is read
     source = resolve_model_path(args.model)
-    check_export_output(args.output, source, overwrite=args.overwrite)
+    inputs = [("--calibration-data", calibration_file(args))]
+    check_export_output(args.output, source, overwrite=args.overwrite, inputs=inputs)
     check_folder("--output", args.output.parent, shown=args.output)
     require_backend(args.backend)  # one line naming tapt[onnx] / tapt[openvino]
     check_model_source(source)
@@ -152,7 +164,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     options = ModelOptions(family=args.family, trust_remote_code=args.trust_remote_code,
                            device="cpu", dtype="float32", backend=args.backend)
     output = export_for_serving(args.model, args.output, settings, options=options,
-                                overwrite=args.overwrite)
+                                overwrite=args.overwrite, inputs=inputs)
     terminal.console.print(f"{settings.label()} export of {args.model} written to {output} "
                            f"({settings.conversion()})", highlight=False, soft_wrap=True,
                            markup=False)

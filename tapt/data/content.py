@@ -7,7 +7,7 @@ queries, the split's qrels) and the split. :func:`check_made_from` is what a rea
 first: the file must still be what was written, and the dataset it is used with must be
 the one it was made from; else a :class:`~tapt.data.beir.DataError` naming the file and
 what differs. A file without a record (made by hand, or by an older tapt) is read as
-before, unchecked, with a note in the log.
+before, unchecked, with a warning naming it (shown under ``--quiet`` too).
 
 The corpus, the queries and the split's qrels are digested as the files they were read from
 (one streamed pass each; the Arrow store has the corpus's digest already), so the digests
@@ -109,8 +109,9 @@ def check_made_from(path: str | Path, dataset: BeirDataset, split: str, *,
                     made_by: str) -> dict | None:
     """Check the file at ``path`` against its digest record: unchanged since ``made_by``
     (e.g. ``tapt score``) wrote it, made from this ``dataset`` and ``split``. Returns the
-    record (None: the file has none, it is not checked); raises a
-    :class:`~tapt.data.beir.DataError` naming the file otherwise."""
+    record (None: the file has none, it is not checked, and a warning naming it says so,
+    shown under ``--quiet`` too); raises a :class:`~tapt.data.beir.DataError` naming the
+    file otherwise."""
     path = Path(path)
     sidecar = sidecar_path(path)
     try:
@@ -119,8 +120,10 @@ def check_made_from(path: str | Path, dataset: BeirDataset, split: str, *,
         raise DataError(path, f"its digest record {sidecar.name} is damaged ({err.reason}); "
                               f"make the file again with {made_by}") from None
     if record is None:
-        logger.info("%s has no digest record (%s): made outside %s or by an older tapt, it "
-                    "is not checked against the data", path, sidecar.name, made_by)
+        logger.warning("%s has no digest record (%s): made outside %s or by an older tapt, "
+                       "it is not checked against the data (neither changes since it was "
+                       "made nor the data it was made from); make it again with %s to "
+                       "check it", path, sidecar.name, made_by, made_by)
         return None
     problem = mismatch(path, record)
     if problem is not None:

@@ -16,6 +16,7 @@ from pathlib import Path
 from tapt.data.beir import BeirDataset, DataError
 from tapt.data.content import check_made_from
 from tapt.data.lines import check_id, iter_jsonl
+from tapt.data.splits import carved_off
 from tapt.util.finite import finite_number
 
 
@@ -28,9 +29,7 @@ def read_mined(path: str | Path, dataset: BeirDataset, split: str) -> dict[str, 
         raise DataError(path, "mined-negatives file not found (make it with tapt mine)")
     check_made_from(path, dataset, split, made_by="tapt mine")
     qrels = dataset.split(split)
-    carve = dataset.carved or {}
-    carved_off = dataset.qrels.get(carve.get("split"), {}) \
-        if carve.get("carved_from") == split else {}
+    skipped = carved_off(dataset, split)
     mined: dict[str, list[str]] = {}
     for line, record in iter_jsonl(path):
         query_id = record.get("query_id")
@@ -39,7 +38,7 @@ def read_mined(path: str | Path, dataset: BeirDataset, split: str) -> dict[str, 
         check_id(path, line, query_id, "query_id")
         if query_id not in dataset.queries:
             raise DataError(path, f"unknown query {query_id!r}", line, "query_id")
-        if query_id not in qrels and query_id in carved_off:
+        if query_id not in qrels and query_id in skipped:
             continue  # mined for the train split before its dev queries were carved off
         if query_id not in qrels:
             raise DataError(path, f"query {query_id!r} is not in the {split} split", line,

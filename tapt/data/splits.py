@@ -115,6 +115,16 @@ def carve_dev(dataset: BeirDataset, *, size: int | float, seed: int = 0,
     return replace(dataset, qrels=qrels, files=files, carved=record.to_dict())
 
 
+def carved_off(dataset: BeirDataset, split: str) -> dict:
+    """The qrels of the queries carved off ``split`` into a dev split (empty when nothing
+    was): files made for the whole split (``tapt mine``, ``tapt score``) hold their lines,
+    which readers skip rather than refuse."""
+    carve = dataset.carved or {}
+    if carve.get("carved_from") != split:
+        return {}
+    return dataset.qrels.get(carve.get("split"), {})
+
+
 def check_no_split_file(path: str, config: str | None, split: str) -> None:
     """Refuse a carve where the local folder has ``qrels/<split>.tsv`` of its own: the
     dataset's dev split would be ignored silently (a Hub dataset is not looked at)."""

@@ -52,7 +52,6 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Self
 
 import numpy as np
 
@@ -185,7 +184,7 @@ class EmbeddingCache:
         """Release the folder's lock (``tapt cache prune`` may delete it again)."""
         self.in_use.release()
 
-    def __enter__(self) -> Self:
+    def __enter__(self) -> EmbeddingCache:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -37,14 +37,23 @@ from __future__ import annotations
 import numpy as np
 
 from tapt.retrieval.search import faiss
-from tapt.util.bounds import POSITIVE_INT, check_optional
+from tapt.util.bounds import POSITIVE_INT, RESCORE, check_optional
 
 PRECISIONS: tuple[str, ...] = ("float32", "int8", "uint8", "binary", "ubinary")
 QUANTIZED = PRECISIONS[1:]
 DEFAULT_CALIBRATION_ROWS = 65536
 """Passage rows the int8 / uint8 ranges are computed from (256 MiB at 1,024 float32 dims)."""
 RESCORE_QUERY_BATCH = 64
-"""Queries rescored at once (bounds the ``batch x candidates x dim`` float32 array)."""
+"""Queries rescored at once, at most (see :data:`RESCORE_BYTES`)."""
+RESCORE_BYTES = 256 << 20
+"""The ``batch x candidates x dim`` float32 array of a rescoring batch stays under this:
+deep rescoring (``top_k x multiplier`` candidates) takes fewer queries at once."""
+
+
+def rescore_batch(depth: int, dim: int) -> int:
+    """Queries per rescoring batch: :data:`RESCORE_QUERY_BATCH`, fewer when ``depth``
+    candidates of ``dim`` float32 values each would pass :data:`RESCORE_BYTES`."""
+    return max(1, min(RESCORE_QUERY_BATCH, RESCORE_BYTES // max(1, depth * dim * 4)))
 
 
 def check_precision(precision: str) -> str:
@@ -92,7 +101,7 @@ class QuantizedIndex:
         if precision == "float32":
             raise ValueError("a float32 index is tapt.retrieval.search.make_index's")
         self.normalize = normalize
-        self.rescore_multiplier = check_optional(POSITIVE_INT, rescore_multiplier,
+        self.rescore_multiplier = check_optional(RESCORE, rescore_multiplier,
                                                  "rescore_multiplier")
         self.calibration_rows = POSITIVE_INT.check(calibration_rows, "calibration_rows")
         self.binary = precision.endswith("binary")
@@ -200,8 +209,9 @@ class QuantizedIndex:
         depth = min(k * self.rescore_multiplier, self.size)
         all_scores = np.empty((len(queries), k), dtype=np.float64)
         all_positions = np.empty((len(queries), k), dtype=np.int64)
-        for start in range(0, len(queries), RESCORE_QUERY_BATCH):
-            batch = queries[start:start + RESCORE_QUERY_BATCH]
+        step = rescore_batch(depth, self.dim)
+        for start in range(0, len(queries), step):
+            batch = queries[start:start + step]
             _, candidates = self._quantized_search(batch, depth)
             rescored = np.einsum("ij,ikj->ik", batch, self._codes(candidates)).astype(np.float64)
             rescored[candidates < 0] = -np.inf

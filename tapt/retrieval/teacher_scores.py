@@ -37,6 +37,7 @@ from tapt.data.arrow_corpus import corpus_texts as passage_texts
 from tapt.data.beir import BeirDataset, DataError
 from tapt.data.content import check_made_from
 from tapt.data.lines import check_id, iter_jsonl
+from tapt.data.splits import carved_off
 from tapt.util.bounds import TRAINING_TARGET
 from tapt.util.digests import file_digest, remove_sidecar, write_sidecar
 from tapt.util.files import atomic_write_json
@@ -141,12 +142,15 @@ def read_teacher_scores(path: str | Path, dataset: BeirDataset, split: str, *,
     if record is not None:
         check_mined(path, record.get("mined"), mined)
     qrels = dataset.split(split)
+    skipped = carved_off(dataset, split)  # scored before the dev carve: their lines stay
     scores: Scores = {}
     teacher = None
     for line, record in iter_jsonl(path):
         query_id = _string(path, line, record, "query_id")
         if query_id not in dataset.queries:
             raise DataError(path, f"unknown query {query_id!r}", line, "query_id")
+        if query_id not in qrels and query_id in skipped:
+            continue
         if query_id not in qrels:
             raise DataError(path, f"query {query_id!r} is not in the {split} split", line,
                             "query_id")

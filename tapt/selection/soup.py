@@ -39,6 +39,10 @@ from pathlib import Path
 from typing import Literal
 
 from tapt.data.subcorpus import subcorpus_ids
+from tapt.recipe import RecipeError, load_recipe
+from tapt.selection.merge import DevSettings, check_same_architecture, dev_metrics, load_sources
+from tapt.selection.merge_export import check_merge_output, export_merge
+from tapt.training.run_start import input_paths
 from tapt.training.weights import MergeError, merge_into
 
 SoupMethod = Literal["greedy", "uniform"]
@@ -89,8 +93,6 @@ class SoupResult:
 def read_ingredient(run: str | Path, metric: str | None = None) -> Ingredient:
     """A finished run folder as an :class:`Ingredient`; anything else is a MergeError naming
     the folder and what is missing."""
-    from tapt.recipe import RecipeError, load_recipe
-
     run = Path(run)
     results, recipe_file = run / "results.json", run / "recipe.yaml"
     if not (run / "final").is_dir() or not results.is_file() or not recipe_file.is_file():
@@ -132,7 +134,6 @@ def check_same_dev(ingredients: Sequence[Ingredient]) -> None:
 
 def dev_settings(recipe):
     """The :class:`~tapt.selection.merge.DevSettings` of a recipe's own dev evaluation."""
-    from tapt.selection.merge import DevSettings
     from tapt.training.contrastive import load_recipe_data
 
     dataset = load_recipe_data(recipe, with_test=False)
@@ -159,17 +160,17 @@ def soup(runs: Sequence[str | Path], output: str | Path, *, method: SoupMethod =
          overwrite: bool = False, export_dtype: str = "float32",
          on_step: Callable[[SoupStep], None] | None = None) -> SoupResult:
     """Cook the soup of ``runs`` (finished run folders, at least 2) into the tapt export
-    ``output`` (see the module docstring); ``output`` is checked before anything loads."""
-    from tapt.selection.merge import check_same_architecture, dev_metrics, load_sources
-    from tapt.selection.merge_export import check_merge_output, export_merge
-
+    ``output`` (see the module docstring); ``output`` is checked before anything loads:
+    never on, inside or around a run folder, its export or what its recipe reads."""
     if len(runs) < 2:
         raise MergeError(f"a soup needs at least 2 runs, got {len(runs)}")
     if len(set(map(str, runs))) != len(runs):
         raise MergeError("a run is given twice: each ingredient once")
     output = Path(output)
     ingredients = [read_ingredient(run) for run in runs]
-    check_merge_output(output, [str(i.model) for i in ingredients], overwrite=overwrite)
+    check_merge_output(output, [str(i.model) for i in ingredients], overwrite=overwrite,
+                       inputs=[(key, path) for i in ingredients
+                               for key, path in [("RUN", i.run), *input_paths(i.recipe)]])
     check_same_dev(ingredients)
     settings = dev_settings(ingredients[0].recipe)
     metric = settings.metric

@@ -31,7 +31,7 @@ import platform
 import random
 import shutil
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, replace
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -40,7 +40,9 @@ from tapt.encoders.backends import BACKENDS, require_backend
 from tapt.encoders.model_paths import resolve_model_path
 from tapt.encoders.preset_record import RECORD_FILE, portable_model_name, write_preset_record
 from tapt.training.export import base_model_id, is_tapt_export, replace_folder
+from tapt.util.bounds import CALIBRATION
 from tapt.util.files import atomic_write_text, staging_folder
+from tapt.util.outputs import check_apart
 
 QUANTIZATIONS = ("int8",)
 OPTIMIZATIONS = ("O1", "O2", "O3", "O4")
@@ -158,21 +160,14 @@ class ExportSettings:
         return data
 
 
-def check_export_output(output: Path, source: str, *, overwrite: bool) -> None:
-    """Refuse, before anything loads, an ``--output`` that exists (unless ``overwrite``,
-    and then only a tapt export), that is the source, lies inside it or holds it."""
+def check_export_output(output: Path, source: str, *, overwrite: bool,
+                        inputs: Sequence[tuple[str, str | os.PathLike | None]] = ()) -> None:
+    """Refuse, before anything loads, an ``--output`` that is, holds or lies inside the
+    source model or another input (``inputs``: the calibration corpus), or whose path holds
+    a secret, ``--overwrite`` or not (:func:`tapt.util.outputs.check_apart`); or that exists
+    (unless ``overwrite``, and then only a tapt export)."""
     output = Path(output)
-    source_path = Path(source)
-    if source_path.exists():
-        target = Path(os.path.realpath(output))
-        source_real = Path(os.path.realpath(source_path))
-        if target == source_real or source_real in target.parents:
-            raise ExportError(f"--output {output}: is (or lies inside) the source model "
-                              f"{source}; the source is never written to: choose another "
-                              "folder")
-        if target in source_real.parents:
-            raise ExportError(f"--output {output}: holds the source model {source}; choose "
-                              "another folder")
+    check_apart([("--output", output)], [("model", source), *inputs])
     if output.exists() or output.is_symlink():
         if not output.is_dir():
             raise NotADirectoryError(f"--output {output}: exists and is not a folder")
@@ -185,26 +180,43 @@ def check_export_output(output: Path, source: str, *, overwrite: bool) -> None:
                               "another folder")
 
 
-def calibration_sample(texts: Sequence[str], size: int, seed: int) -> tuple[str, ...]:
-    """``size`` of ``texts`` drawn without replacement (all of them when fewer), seeded."""
-    texts = [text for text in texts if text.strip()]
-    if len(texts) <= size:
-        return tuple(texts)
-    return tuple(random.Random(seed).sample(texts, size))
+def calibration_sample(texts: Iterable[str], size: int, seed: int) -> tuple[str, ...]:
+    """``size`` of the non-blank ``texts`` drawn without replacement (all of them, in order,
+    when fewer), seeded. ``texts`` is read once as it streams by, holding only the sample:
+    reservoir sampling (Vitter's Algorithm R; the standard library samples only sequences
+    already in memory)."""
+    CALIBRATION.check(size, "calibration size")
+    draw = random.Random(seed)
+    sample: list[str] = []
+    seen = 0
+    for text in texts:
+        if not text.strip():
+            continue
+        if len(sample) < size:
+            sample.append(text)
+        else:
+            slot = draw.randrange(seen + 1)
+            if slot < size:
+                sample[slot] = text
+        seen += 1
+    return tuple(sample)
 
 
 def export_for_serving(name: str, output: Path, settings: ExportSettings, *,
-                       options=None, overwrite: bool = False) -> Path:
+                       options=None, overwrite: bool = False,
+                       inputs: Sequence[tuple[str, str | os.PathLike | None]] = ()) -> Path:
     """Load the model ``name`` (with ``options``, a
     :class:`~tapt.encoders.factory.ModelOptions`; its backend is set to
-    ``settings.backend``) and write the serving folder ``output``; returns ``output``."""
+    ``settings.backend``) and write the serving folder ``output``; returns ``output``.
+    ``inputs``: (flag, path) of further inputs the output must stay apart from (the
+    calibration corpus; :func:`check_export_output`)."""
     from tapt.encoders.factory import ModelOptions, load_model
 
     settings.check()
     if settings.backend == "openvino" and settings.quantize and not settings.calibration_texts:
         raise ExportError("an OpenVINO int8 export needs calibration passages")
     source = resolve_model_path(name)
-    check_export_output(output, source, overwrite=overwrite)
+    check_export_output(output, source, overwrite=overwrite, inputs=inputs)
     require_backend(settings.backend)
     options = replace(options or ModelOptions(device="cpu"), backend=settings.backend)
     model, spec = load_model(name, options)  # Optimum converts a torch model on the fly

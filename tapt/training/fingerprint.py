@@ -5,16 +5,18 @@ What is recorded: every file the run reads (a BEIR folder's ``corpus.jsonl``,
 ``queries.jsonl`` and the qrels files of the recipe's splits, ``data.mined_negatives``,
 ``loss.teacher_scores``, DAPT's ``data.files`` and ``data.dev_data``) and the weight files (``*.safetensors``,
 ``*.bin``) of a local model folder, each with its size, its mtime and a SHA-256 of its
-content: of the whole file up to :data:`FULL_HASH_BYTES`, else of its first and last MiB
-("head+tail"). A Hub model or dataset is recorded by id, the revision as given and, when the
+whole content (:func:`tapt.util.digests.file_digest`: one streamed pass, about a second per GB,
+so a 6 GB corpus costs seconds at a start or resume; a same-size edit anywhere in a file is
+seen). Fingerprints written before recorded large files by their first and last MiB
+("head+tail"); they are still compared as such. A Hub model or dataset is recorded by id, the revision as given and, when the
 local Hugging Face cache holds it, the commit of the cached snapshot (nothing is fetched).
 
 The rule a resume applies (:func:`compare`):
 
 - same size and same content hash: unchanged, whatever the mtime (``touch``, or a copy that
   keeps the bytes, is not a change);
-- a head+tail file with a new mtime but the same size and hash is unchanged, with a hint
-  (a same-size edit in the middle of a big file is invisible to that hash);
+- a head+tail entry (an older fingerprint) against a whole-file one: the same size is
+  unchanged, with a hint (the two hashes cannot be compared);
 - a file added or removed, a new size or a new hash is a change; so is a different cached
   Hub commit where both fingerprints know one (an unknown commit is not compared).
 
@@ -32,30 +34,30 @@ from pathlib import Path
 
 from tapt.data.sources import config_name
 from tapt.encoders.model_paths import resolve_model_path
+from tapt.util.digests import file_digest
 
-FULL_HASH_BYTES = 64 * 2**20
-"""Files up to this size are hashed whole; larger ones by their first and last MiB."""
 EDGE_BYTES = 2**20
+"""The head and tail of an older fingerprint's "head+tail" entry."""
 WEIGHT_SUFFIXES = (".safetensors", ".bin")
 HUB = "(hub)"
 """The key of a Hub id's entry in a group."""
 
 
-def file_entry(path: Path) -> dict:
-    """Size, mtime (ns) and SHA-256 of ``path``: whole, or head+tail for a large file."""
+def file_entry(path: Path, hashed: str = "whole") -> dict:
+    """Size, mtime (ns) and SHA-256 of ``path``: of its whole content, or (``hashed``
+    "head+tail", to compare with an older fingerprint) of its first and last MiB."""
     stat = path.stat()
-    digest = hashlib.sha256()
-    whole = stat.st_size <= FULL_HASH_BYTES
-    with path.open("rb") as handle:
-        if whole:
-            for block in iter(lambda: handle.read(2**20), b""):
-                digest.update(block)
-        else:
+    if hashed == "whole":
+        sha = file_digest(path)
+    else:
+        digest = hashlib.sha256()
+        with path.open("rb") as handle:
             digest.update(handle.read(EDGE_BYTES))
             handle.seek(-EDGE_BYTES, os.SEEK_END)
             digest.update(handle.read(EDGE_BYTES))
-    return {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "sha256": digest.hexdigest(),
-            "hashed": "whole" if whole else "head+tail"}
+        sha = digest.hexdigest()
+    return {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "sha256": sha,
+            "hashed": hashed}
 
 
 def cached_commit(repo_id: str, filename: str, revision: str | None,
@@ -151,7 +153,11 @@ def compare(old: dict, new: dict) -> tuple[list[str], list[str]]:
                 changes.append(f"{group}: {name} removed (was {a['size']} bytes)")
             elif a["size"] != b["size"]:
                 changes.append(f"{group}: {name} changed (size {a['size']} -> {b['size']})")
-            elif a["sha256"] != b["sha256"] or a.get("hashed") != b.get("hashed"):
+            elif a.get("hashed") != b.get("hashed"):  # an older fingerprint's head+tail
+                hints.append(f"{group}: {name} was recorded by an older tapt by its first and "
+                             "last MiB only: its content cannot be compared; same size, "
+                             "treated as unchanged")
+            elif a["sha256"] != b["sha256"]:
                 changes.append(f"{group}: {name} changed (same size {a['size']}, other "
                                "content)")
             elif b.get("hashed") == "head+tail" and a.get("mtime_ns") != b.get("mtime_ns"):

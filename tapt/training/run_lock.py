@@ -30,7 +30,6 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Self
 
 from tapt.recipe import RecipeError
 from tapt.training.distributed import is_main_process
@@ -128,7 +127,7 @@ class RunLock:
             if old_fd is not None:
                 os.close(old_fd)
 
-    def __enter__(self) -> Self:
+    def __enter__(self) -> RunLock:
         return self.acquire()
 
     def __exit__(self, *exc) -> None:

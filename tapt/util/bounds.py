@@ -247,6 +247,16 @@ SOUP_SIZE = Bound("in [2, 1000] (a whole number)", integer=True, low=2, high=100
                   why="every ingredient is held in memory at once")
 WEAK_PAIRS = Bound("in [1, 100000000] (a whole number)", integer=True, low=1, high=10**8,
                    why="one pair per passage at most; FormBench has about 1M")
+RESCORE = Bound("in [1, 100] (a whole number)", integer=True, low=1, high=100,
+                why="rescoring holds top_k x K x dim float32 values per query batch; "
+                    "sentence-transformers' usual multiplier is 4")
+CALIBRATION = Bound("in [1, 100000] (a whole number)", integer=True, low=1, high=100_000,
+                    why="calibration passages, all held in memory and run through the model")
+MAP_SAMPLE = Bound("in [1, 100000] (a whole number)", integer=True, low=1, high=100_000,
+                   why="passages embedded and projected at once: t-SNE and UMAP build a "
+                       "neighbour graph over all of them")
+CASES_SHOWN = Bound("in [1, 100000] (a whole number)", integer=True, low=1, high=100_000,
+                    why="queries, passages or characters shown in one Markdown report")
 
 
 def check_optional(bound: Bound, value, name: str):

@@ -23,7 +23,6 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Self
 
 logger = logging.getLogger(__name__)
 
@@ -45,7 +44,7 @@ class InUse:
     def path(self) -> Path:
         return self.folder / IN_USE_LOCK
 
-    def acquire(self) -> Self:
+    def acquire(self) -> InUse:
         for _ in range(5):  # prune may rename the folder away between our open and lock
             self.folder.mkdir(parents=True, exist_ok=True)
             try:
@@ -82,7 +81,7 @@ class InUse:
             os.close(self.fd)
             self.fd = None
 
-    def __enter__(self) -> Self:
+    def __enter__(self) -> InUse:
         return self.acquire()
 
     def __exit__(self, *exc) -> None:

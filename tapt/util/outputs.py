@@ -1,5 +1,5 @@
 """Where a command may write: never on, inside or around one of its inputs, and never at a
-path whose name holds a secret.
+path whose name holds a secret or a token-shaped string.
 
 Every command that writes (``--output``, ``--run``, ``--plot``, ``--markdown``, ``tapt
 report``'s files, ``tapt merge``'s export, the ``output_dir`` of ``tapt train`` / ``tapt
@@ -23,7 +23,7 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-from tapt.util.redaction import known_secrets
+from tapt.util.redaction import TOKEN_SHAPES, known_secrets
 
 PathLike = str | os.PathLike
 Named = tuple[str, "PathLike | None"]
@@ -63,8 +63,10 @@ def _same_file(first: Path, second: Path) -> bool:
 
 def check_apart(outputs: Iterable[Named], inputs: Iterable[Named]) -> None:
     """Refuse an output that is, holds or lies inside an input, or whose path holds the
-    value of a known secret (:func:`tapt.util.redaction.known_secrets`: a token in a file or
-    folder name ends up in listings, logs, checkpoints and uploads).
+    value of a known secret (:func:`tapt.util.redaction.known_secrets`) or a token-shaped
+    string (:data:`tapt.util.redaction.TOKEN_SHAPES`, someone's token: the rule ``tapt push``
+    and sweep names follow): a token in a file or folder name ends up in listings, logs,
+    checkpoints and uploads.
 
     ``outputs`` and ``inputs``: (flag or key, path) pairs; None and empty paths are
     skipped, and so are inputs that do not exist locally.
@@ -87,6 +89,11 @@ def check_apart(outputs: Iterable[Named], inputs: Iterable[Named]) -> None:
                     f"{flag} {shown}: the path holds the value of {name}; a file or folder "
                     "named with a secret ends up in listings, logs and uploads: choose "
                     "another name")
+        if TOKEN_SHAPES.search(shown) or TOKEN_SHAPES.search(full):
+            raise OutputOnInputError(
+                f"{flag} {shown}: the path holds a token-shaped string (hf_..., sk-..., "
+                "pa-...); a file or folder named with a token ends up in listings, logs and "
+                "uploads: choose another name")
         for what, source in sources:
             found = relation(output, source)
             if found is not None:

@@ -105,8 +105,8 @@ def test_curve_plot_draws_the_history_and_the_references(run_dir):
 
 def test_bm25_from_a_result_file_or_none(run_dir, tmp_path, c1_path):
     result = tmp_path / "bm25-dev.json"
-    assert main(["bm25", "--data", str(c1_path), "--split", "dev", "--output", str(result),
-                 "--quiet"]) == 0
+    assert main(["bm25", "--data", str(c1_path), "--split", "dev", "--distractors", "30",
+                 "--seed", "4", "--output", str(result), "--quiet"]) == 0  # the run's dev
     report = build_report(run_dir, bm25=result)
     assert report.references["BM25"]["mrr@10"] == json.loads(result.read_text())["mrr@10"]
     assert "BM25" not in build_report(run_dir, bm25=None).references

@@ -80,16 +80,77 @@ def test_an_extra_installed_at_a_version_that_cannot_import_is_the_same_one_line
 
 
 def test_an_output_inside_the_source_or_holding_it_is_refused(tiny_bert_path, tmp_path):
+    from tapt.util.outputs import OutputOnInputError
+
     parent = tmp_path / "parent"
     source = parent / "model"
     shutil.copytree(tiny_bert_path, source)
-    for output in (source, source / "onnx-export"):
-        with pytest.raises(ExportError, match="the source is never written to"):
+    for output, how in ((source, "is"), (source / "onnx-export", "is inside")):
+        with pytest.raises(OutputOnInputError, match=f": {how} the model input"):
             check_export_output(output, str(source), overwrite=True)
     for name in ("tapt_preset.json", "modules.json"):  # parent looks like a tapt export
         (parent / name).write_text("{}", encoding="utf-8")
-    with pytest.raises(ExportError, match="holds the source model"):
+    with pytest.raises(OutputOnInputError, match="holds the model input"):
         check_export_output(parent, str(source), overwrite=True)
+
+
+def test_the_export_output_check_is_the_shared_one(tiny_bert_path, tiny_beir_path, tmp_path,
+                                                   monkeypatch, capsys):
+    """tapt export's --output goes through tapt.util.outputs.check_apart: the --calibration-data
+    corpus is an input, and a path holding a secret is refused (its own check knew
+    neither)."""
+    token = "hf_" + "kQ7vX2mB9pL4nR8tW1yZ3cF6hJ0dS5gAeU"
+    monkeypatch.setenv("HF_TOKEN", token)
+    data = Path(shutil.copytree(tiny_beir_path, tmp_path / "data"))
+    before = folder_digest(data)
+    calibrate = ["--backend", "openvino", "--quantize", "int8", "--calibration-data", str(data)]
+    assert main(["export", str(tiny_bert_path), *calibrate, "--output", str(data),
+                 "--overwrite"]) == 2
+    line = one_line(capsys)
+    assert f"--output {data}: holds the --calibration-data input" in line, line
+    assert folder_digest(data) == before
+    secret = tmp_path / f"export-{token}"
+    assert main(["export", str(tiny_bert_path), "--backend", "onnx", "--output",
+                 str(secret)]) == 2
+    line = one_line(capsys)
+    assert "holds the value of HF_TOKEN" in line and token not in line, line
+    assert not secret.exists()
+
+
+def test_calibration_passages_are_sampled_while_the_corpus_streams(tmp_path):
+    """--calibration-data is sampled as corpus.jsonl streams by (a seeded reservoir): the
+    memory it takes is the sample's, not the corpus's; the sample draws from the whole
+    file and depends on the seed only."""
+    import argparse
+    import tracemalloc
+
+    from tapt.cli.serving import calibration_texts
+
+    data = tmp_path / "data"
+    data.mkdir()
+    passages = 6000
+    filler = "binder pigment solvent coating " * 60
+    with (data / "corpus.jsonl").open("w", encoding="utf-8") as handle:
+        for number in range(passages):
+            handle.write(json.dumps({"_id": f"p{number}", "title": "",
+                                     "text": f"passage {number} {filler}"}) + "\n")
+    size = (data / "corpus.jsonl").stat().st_size
+
+    def sample(seed: int, count: int = 8) -> tuple[str, ...]:
+        return calibration_texts(argparse.Namespace(calibration_data=data,
+                                                    calibration_size=count, seed=seed))
+
+    tracemalloc.start()
+    try:
+        first = sample(0)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < size / 4, (peak, size)  # the corpus as a dict took more than the file
+    numbers = [int(text.split()[1]) for text in first]
+    assert len(set(numbers)) == 8 and max(numbers) >= passages // 2
+    assert sample(0) == first and sample(1) != first
+    assert len(sample(0, count=passages + 5)) == passages  # fewer than asked: all of them
 
 
 def test_an_existing_output_is_replaced_only_when_it_is_a_tapt_export(tiny_bert_path, tmp_path,

@@ -168,3 +168,23 @@ def test_serving_flags_that_do_not_combine_are_refused_before_loading(argv, mess
     code = main(["eval", "--model", str(missing_model), "--data", str(tmp_path), *argv])
     out = " ".join(capsys.readouterr().out.split())
     assert code == 2 and message in out
+
+
+def test_deep_rescoring_takes_fewer_queries_at_once(monkeypatch):
+    """top_k x multiplier candidates of dim floats per query: the batch shrinks so one
+    rescoring array stays under RESCORE_BYTES (1,000 x 100 candidates x 1,024 floats would
+    be 26 GB at 64 queries), and the results do not depend on the batch."""
+    import tapt.retrieval.quantized_search as quantized
+
+    assert quantized.rescore_batch(400, 384) == quantized.RESCORE_QUERY_BATCH
+    for depth in (10_000, 50_000):  # one query of 65,536 candidates is the floor
+        assert quantized.rescore_batch(depth, 1024) * depth * 1024 * 4 <= \
+            quantized.RESCORE_BYTES
+    corpus, queries = separable(passages=40)
+    index = QuantizedIndex(corpus.shape[1], "ubinary", rescore_multiplier=4)
+    index.add(corpus)
+    whole = index.search(queries, 5)
+    monkeypatch.setattr(quantized, "RESCORE_BYTES", 20 * 64 * 4 * 3)  # 3 queries a batch
+    assert quantized.rescore_batch(20, 64) == 3
+    small = index.search(queries, 5)
+    assert np.array_equal(whole[1], small[1]) and np.allclose(whole[0], small[0])

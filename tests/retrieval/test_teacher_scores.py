@@ -165,3 +165,21 @@ def shutil_copy(source, target, change: bool = False) -> None:
         first["negatives"] = first["negatives"][1:]
         lines[0] = json.dumps(first)
     target.write_text("\n".join(lines) + "\n")
+
+
+def test_scores_of_queries_carved_off_into_dev_are_skipped(tmp_path, tiny_beir_path):
+    """A file scored for the whole train split still trains once a dev split is carved
+    from it (data.dev_from_train), as a mined-negatives file does."""
+    from dataclasses import replace
+
+    from tapt.data.splits import carve_dev
+
+    whole = load_beir_folder(tiny_beir_path, ["train"])
+    output = tmp_path / "bm25.jsonl"
+    assert main(["score", "--data", str(tiny_beir_path), "--teacher", "bm25", "--output",
+                 str(output), "--quiet"]) == 0
+    carved = carve_dev(whole, size=2, seed=0, split="carved")
+    read = read_teacher_scores(output, carved, "train")
+    assert set(read.scores) == set(carved.split("train"))
+    with pytest.raises(DataError, match="not in the train split"):
+        read_teacher_scores(output, replace(carved, carved=None), "train")

@@ -231,6 +231,35 @@ def test_old_result_files_are_compared_with_a_warning(dataset_dir, tmp_path, qui
         compare_results([f"A={a}", f"B={dev}"])
 
 
+def with_null_fingerprint(path: Path) -> Path:
+    """The result with a ``data_fingerprint`` that records no digest (all null), as a
+    dataset built in memory gives, or a hand-edited file."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    data["evaluated"]["data_fingerprint"] = {"algorithm": "sha256", "corpus": None,
+                                             "queries": None, "qrels": None,
+                                             "sub_corpus": None}
+    path.write_text(json.dumps(data), encoding="utf-8")
+    return path
+
+
+@mark(AREA_PAIRING, "tapt compare", "result files whose data_fingerprint holds only nulls "
+      "(no digest), on folders with other query texts: paired as fingerprinted, silently",
+      "compared as unfingerprinted files are: with the warning naming both files")
+def test_a_fingerprint_of_nulls_counts_as_none(dataset_dir, tmp_path, quiet_cli, caplog):
+    from tapt.analysis.compare import compare_results
+    from tapt.analysis.pairing import data_key
+
+    other = other_query_texts(tmp_path / "other" / "data")
+    a = with_null_fingerprint(bm25_result(quiet_cli, dataset_dir, tmp_path / "a.json"))
+    b = with_null_fingerprint(bm25_result(quiet_cli, other, tmp_path / "b.json"))
+    assert not data_key(json.loads(a.read_text(encoding="utf-8")), str(a)).fingerprinted
+    caplog.set_level(logging.WARNING)
+    comparison = compare_results([f"A={a}", f"B={b}"], baseline="A")
+    warned = [r.getMessage() for r in caplog.records if "no data fingerprint" in r.getMessage()]
+    assert len(warned) == 1 and str(a) in warned[0] and str(b) in warned[0], warned
+    assert comparison.warnings == warned
+
+
 @mark(AREA_PAIRING, "tapt compare (C1/C0 retention)", "a system's C0 result on the test split "
       "and its C1 result on dev: a retention of two different query sets",
       "refused naming the split; C0 and C1 may differ in corpus only")
@@ -280,6 +309,104 @@ def test_report_refuses_a_bm25_reference_on_other_data(dataset_dir, tmp_path, qu
         assert f"differ in {field} " in printed and str(reference) in printed, printed
         assert not (run / "report.md").exists()
     assert quiet_cli.main(["report", str(run), "--bm25", str(on_dev)]) == 0
+
+
+def dev_run(tmp_path: Path, data: Path, *, relevance: dict | None = None, **extra) -> Path:
+    """A run folder whose recipe reads ``data`` (dev split; ``extra``: more data keys) and,
+    with ``relevance``, a results.json recording that rule (as a finished run does)."""
+    run = tmp_path / "run"
+    run.mkdir()
+    recipe = {"model": {"name": "m"}, "data": {"path": str(data), "dev_split": "dev", **extra},
+              "output_dir": str(run)}
+    (run / "recipe.yaml").write_text(yaml.safe_dump(recipe), encoding="utf-8")
+    if relevance is not None:
+        (run / "results.json").write_text(json.dumps({"status": "finished", "summary": {},
+                                                      "relevance": relevance}),
+                                          encoding="utf-8")
+    return run
+
+
+@mark(AREA_PAIRING, "tapt report --bm25", "a BM25 reference on the run's dev data under "
+      "another relevance rule, at another --top-k, or on another dev sub-corpus (only split, "
+      "corpus, queries and qrels were checked)",
+      "refused naming the field (relevance, top-k, sub-corpus) and the file; the reference "
+      "evaluated as the run's dev is drawn")
+def test_report_refuses_a_bm25_reference_under_other_settings(dataset_dir, tmp_path,
+                                                              quiet_cli, capsys):
+    from tapt.data.relevance import FORMBENCH
+
+    run = dev_run(tmp_path, dataset_dir, relevance=FORMBENCH.to_dict(), dev_distractors=1,
+                  dev_seed=0)
+    dev = ["--split", "dev", "--distractors", "1", "--seed", "0"]
+    graded_2 = bm25_result(quiet_cli, dataset_dir, tmp_path / "r2.json", *dev,
+                           "--relevant-from", "2")
+    shallow = bm25_result(quiet_cli, dataset_dir, tmp_path / "k50.json", *dev, "--top-k", "50")
+    whole = bm25_result(quiet_cli, dataset_dir, tmp_path / "whole.json", "--split", "dev")
+    same = bm25_result(quiet_cli, dataset_dir, tmp_path / "same.json", *dev,
+                       "--relevant-from", "3")
+    for reference, field in ((graded_2, "relevance"), (shallow, "top-k"),
+                             (whole, "sub-corpus")):
+        assert quiet_cli.main(["report", str(run), "--bm25", str(reference)]) == 2
+        printed = out_text(capsys)
+        assert f"differ in {field} " in printed and str(reference) in printed, printed
+        assert not (run / "report.md").exists()
+    assert quiet_cli.main(["report", str(run), "--bm25", str(same)]) == 0
+
+
+def cases_refused(cli, capsys, argv: list[str], field: str, names: list[Path],
+                  output: Path) -> None:
+    """``tapt cases ARGV --output OUTPUT`` refused (exit 2) naming ``field`` and each of
+    ``names``; nothing written."""
+    assert cli.main(["cases", *argv, "--output", str(output)]) == 2
+    printed = out_text(capsys)
+    assert f"differ in {field} " in printed, printed
+    for name in names:
+        assert str(name) in printed, (name, printed)
+    assert not output.exists()
+
+
+@mark(AREA_PAIRING, "tapt cases", "result files on two folders of one name (other query "
+      "texts), under --relevant-from 2 and 3, at --top-k 50 and 100; --data another folder "
+      "than the results were evaluated on (only the split and the passage ids were checked)",
+      "refused with exit 2, naming the field and the files; nothing written")
+def test_cases_refuses_results_of_other_data_or_settings(dataset_dir, tmp_path, quiet_cli,
+                                                         capsys):
+    other = other_query_texts(tmp_path / "other" / "data")
+    save = ["--save-run", "5"]
+    a = bm25_result(quiet_cli, dataset_dir, tmp_path / "a.json", *save)
+    elsewhere = bm25_result(quiet_cli, other, tmp_path / "elsewhere.json", *save)
+    graded_2 = bm25_result(quiet_cli, dataset_dir, tmp_path / "r2.json", *save,
+                           "--relevant-from", "2")
+    shallow = bm25_result(quiet_cli, dataset_dir, tmp_path / "k50.json", *save,
+                          "--top-k", "50")
+    data = ["--data", str(dataset_dir)]
+    for b, field in ((elsewhere, "queries"), (graded_2, "relevance"), (shallow, "top-k")):
+        cases_refused(quiet_cli, capsys, [f"A={a}", f"B={b}", *data], field, [a, b],
+                      tmp_path / "cases.md")
+    cases_refused(quiet_cli, capsys, [str(a), "--data", str(other)], "queries", [a, other],
+                  tmp_path / "cases.md")
+
+
+@mark(AREA_PAIRING, "tapt cases --relevant-from", "result files evaluated under "
+      "--relevant-from 2, cases run without the flag (it applied auto: grade 3 on these "
+      "qrels) or with --relevant-from 3",
+      "the results' recorded rule by default (grade >= 2); another one refused naming the "
+      "relevance rule")
+def test_cases_defaults_to_the_results_relevance_rule(dataset_dir, tmp_path, quiet_cli,
+                                                      capsys):
+    save = ["--save-run", "5", "--relevant-from", "2"]
+    a = bm25_result(quiet_cli, dataset_dir, tmp_path / "a.json", *save)
+    b = bm25_result(quiet_cli, dataset_dir, tmp_path / "b.json", *save, "--k1", "0.9")
+    output = tmp_path / "cases.md"
+    assert quiet_cli.main(["cases", f"A={a}", f"B={b}", "--data", str(dataset_dir),
+                           "--output", str(output)]) == 0
+    markdown = output.read_text(encoding="utf-8")
+    assert "relevant: grade >= 2 (grade >= 2 relevant" in markdown, markdown[:400]
+    assert "(grade 2)" in markdown  # q4's grade-2 passage d2 is listed as relevant
+    output.unlink()
+    capsys.readouterr()
+    cases_refused(quiet_cli, capsys, [f"A={a}", f"B={b}", "--data", str(dataset_dir),
+                                      "--relevant-from", "3"], "relevance", [a], output)
 
 
 @mark(AREA_PAIRING, "tapt bm25 / eval --output (data_fingerprint)", "queries.jsonl edited "

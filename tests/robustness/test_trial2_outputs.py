@@ -36,6 +36,8 @@ class Workspace:
     result: Path
     mined: Path
     run: Path
+    run_b: Path
+    queries_v2: Path
 
 
 def tree_digest(root: Path) -> dict[str, str]:
@@ -72,9 +74,10 @@ def quietly(argv: list[str]) -> int:
 
 @pytest.fixture(scope="module")
 def workspace(tmp_path_factory, tiny_bert_path, synth_tiny) -> Workspace:
-    """Data (tapt data synth), two model folders, a bm25 result file, a mined file, a
-    finished-looking run folder whose recipe reads the data, ``link`` -> the data folder
-    and ``guard``, a copy of the data."""
+    """Data (tapt data synth), two model folders, a bm25 result file, a mined file, two
+    finished-looking run folders whose recipe reads the data (``final/`` a copy of the
+    model), a copy of the queries (a ``--queries`` file), ``link`` -> the data folder and
+    ``guard``, a copy of the data."""
     root = tmp_path_factory.mktemp("outputs-on-inputs")
     data = Path(shutil.copytree(synth_tiny, root / "data"))
     model = Path(shutil.copytree(tiny_bert_path, root / "model"))
@@ -93,10 +96,14 @@ def workspace(tmp_path_factory, tiny_bert_path, synth_tiny) -> Workspace:
     (run / "metrics.jsonl").write_text("".join(json.dumps(h) + "\n" for h in history),
                                        encoding="utf-8")
     (run / "results.json").write_text(json.dumps({"status": "finished", "best_step": 2,
-                                                  "summary": {}}), encoding="utf-8")
+                                                  "summary": {"best dev": history[-1]}}),
+                                      encoding="utf-8")
+    shutil.copytree(tiny_bert_path, run / "final")
+    run_b = Path(shutil.copytree(run, root / "run-b"))  # tapt soup's second ingredient
+    queries_v2 = Path(shutil.copy(data / "queries.jsonl", root / "rewritten.jsonl"))
     (root / "link").symlink_to(data, target_is_directory=True)
     shutil.copytree(data, root / "guard")  # tapt merge --guard-data
-    return Workspace(root, data, model, model_b, result, mined, run)
+    return Workspace(root, data, model, model_b, result, mined, run, run_b, queries_v2)
 
 
 @pytest.fixture
@@ -185,6 +192,53 @@ def matrix(ws: Workspace) -> dict[str, tuple[list[str], str, str, Path]]:
         "report --output on the data the BM25 reference reads": (
             ["report", str(ws.run), "--output", str(queries)],
             "--output", str(queries), queries),
+        "cases --output on a RESULT file": (
+            ["cases", str(ws.result), *_data(ws), "--output", str(ws.result), "--overwrite"],
+            "--output", str(ws.result), ws.result),
+        "cases --output on queries.jsonl (--data)": (
+            ["cases", str(ws.result), *_data(ws), "--output", str(queries), "--overwrite"],
+            "--output", str(queries), queries),
+        "export --output inside the source model": (
+            ["export", str(m), "--backend", "onnx", "--output", str(m / "onnx"),
+             "--overwrite"], "--output", str(m / "onnx"), m),
+        "export --output on the --calibration-data folder": (
+            ["export", str(m), "--backend", "openvino", "--quantize", "int8",
+             "--calibration-data", str(d), "--output", str(d), "--overwrite"],
+            "--output", str(d), corpus),
+        "soup --output inside a RUN folder": (
+            ["soup", str(ws.run), str(ws.run_b), "--output", str(ws.run / "soup"),
+             "--overwrite"], "--output", str(ws.run / "soup"), ws.run),
+        "soup --output inside the runs' data": (
+            ["soup", str(ws.run), str(ws.run_b), "--output", str(d / "soup"), "--overwrite"],
+            "--output", str(d / "soup"), d),
+        "merge --output inside the --pick-on-dev RUN folder": (
+            ["merge", str(m), str(ws.model_b), "--pick-on-dev", str(ws.run), "--grid", "0.5",
+             "--output", str(ws.run / "merged"), "--overwrite"],
+            "--output", str(ws.run / "merged"), ws.run),
+        "merge --output inside the --pick-on-dev RUN's data": (
+            ["merge", str(m), str(ws.model_b), "--pick-on-dev", str(ws.run), "--grid", "0.5",
+             "--output", str(d / "merged"), "--overwrite"], "--output", str(d / "merged"), d),
+        "analyze map --output in the model folder": (
+            ["analyze", "map", "--model", str(m), *_data(ws), "--color-by", "domain",
+             "--output", str(m / "config.json"), "--overwrite"],
+            "--output", str(m / "config.json"), m),
+        "analyze map --plot on corpus.jsonl": (
+            ["analyze", "map", "--model", str(m), *_data(ws), "--color-by", "domain",
+             "--output", str(ws.root / "map.json"), "--plot", str(corpus), "--overwrite"],
+            "--plot", str(corpus), corpus),
+        "eval --output on a --queries file": (
+            ["eval", "--model", str(m), *_data(ws), "--queries", f"v2={ws.queries_v2}",
+             "--output", str(ws.queries_v2), "--overwrite"],
+            "--output", str(ws.queries_v2), ws.queries_v2),
+        "bm25 --run on a --queries file": (
+            ["bm25", *_data(ws), "--queries", f"v2={ws.queries_v2}", "--run",
+             str(ws.queries_v2), "--overwrite"], "--run", str(ws.queries_v2), ws.queries_v2),
+        "eval --format mteb --mteb-dir inside the model folder": (
+            ["eval", "--model", str(m), *_data(ws), "--format", "mteb", "--mteb-dir",
+             str(m / "mteb")], "--mteb-dir", str(m / "mteb"), m),
+        "bm25 --format mteb --mteb-dir holding the data": (
+            ["bm25", *_data(ws), "--format", "mteb", "--mteb-dir", str(ws.root)],
+            "--mteb-dir", str(ws.root), corpus),
         # the paths as a user may write them: resolved before they are compared
         "bm25 --output through a symlinked folder": (
             ["bm25", *_data(ws), "--output", str(ws.root / "link" / "corpus.jsonl"),
@@ -199,7 +253,7 @@ def matrix(ws: Workspace) -> dict[str, tuple[list[str], str, str, Path]]:
     return cases
 
 
-CASES = list(matrix(Workspace(*[Path()] * 7)))
+CASES = list(matrix(Workspace(*[Path()] * 9)))
 
 
 @pytest.mark.parametrize("case", CASES)

@@ -93,6 +93,31 @@ def test_an_output_path_holding_a_secret_is_refused(make_recipe, tmp_path, monke
     assert not runs.exists()
 
 
+@pytest.mark.reliability(
+    area=AREA, reader="every output path (tapt bm25 --output, tapt train output_dir)",
+    fault="an output path holding a token shape that is no secret of this machine "
+          "(out-hf_....json, output_dir=runs/hf_...: someone else's token)",
+    behaviour="refused (exit 2) as tapt push and sweep names refuse it: the path holds a "
+              "token-shaped string (printed as ***); no file or folder made")
+def test_an_output_path_holding_a_token_shape_is_refused(make_recipe, tmp_path, quiet_cli,
+                                                         capsys):
+    from robustness.conftest import write_dataset
+
+    data = write_dataset(tmp_path / "data")
+    assert quiet_cli.main(["bm25", "--data", str(data), "--output",
+                           str(tmp_path / "out" / f"bm25-{OTHER_TOKEN}.json"), "--quiet"]) == 2
+    printed = " ".join(capsys.readouterr().out.split())
+    assert "--output" in printed and "holds a token-shaped string" in printed, printed
+    assert OTHER_TOKEN not in printed and not (tmp_path / "out").exists()
+
+    recipe_file, _ = make_recipe("r")
+    runs = tmp_path / "runs"
+    assert quiet_cli.main(["train", str(recipe_file), f"output_dir={runs / OTHER_TOKEN}"]) == 2
+    printed = " ".join(capsys.readouterr().out.split())
+    assert "output_dir" in printed and "holds a token-shaped string" in printed, printed
+    assert not runs.exists()
+
+
 # --------------------------------------------------------------------------- tapt push
 
 def export_with(tiny_bert_path: Path, target: Path, relative: str) -> Path:

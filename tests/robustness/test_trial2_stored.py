@@ -419,6 +419,38 @@ def test_mined_negatives_of_another_dataset_with_the_same_ids_are_refused(
 
 
 @pytest.mark.reliability(
+    area=AREA, reader="mined negatives (tapt score --mined), teacher scores",
+    fault="a file tapt mine / tapt score wrote, its NAME.digest.json deleted (or a file made "
+          "by hand): no check of its content or of the data it was made from, with only an "
+          "info line that --quiet hides",
+    behaviour="read unchecked as before, with a warning naming the file and its missing "
+              "record, shown under --quiet")
+def test_a_file_without_its_digest_record_is_a_warning_naming_it(synth_path, tmp_path,
+                                                                 quiet_cli, caplog):
+    from tapt.retrieval.teacher_scores import read_teacher_scores
+
+    mined = tmp_path / "mined.jsonl"
+    assert quiet_cli.main(["mine", "--data", str(synth_path), "--retriever", "bm25",
+                           "--output", str(mined), "--quiet"]) == 0
+    mined.with_name(mined.name + ".digest.json").unlink()
+    caplog.clear()
+    assert quiet_cli.main(["score", "--data", str(synth_path), "--teacher", "bm25", "--mined",
+                           str(mined), "--output", str(tmp_path / "scores.jsonl"),
+                           "--quiet"]) == 0
+    warned = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING
+              and "no digest record" in r.getMessage()]
+    assert len(warned) == 1 and str(mined) in warned[0], warned
+
+    scores = score(synth_path, tmp_path / "teacher.jsonl")
+    scores.with_name(scores.name + ".digest.json").unlink()
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="tapt"):
+        read_teacher_scores(scores, load_data(synth_path, splits=["train"]), "train")
+    assert any(str(scores) in r.getMessage() and "no digest record" in r.getMessage()
+               for r in caplog.records if r.levelno >= logging.WARNING), caplog.text
+
+
+@pytest.mark.reliability(
     area=AREA, reader="teacher scores (loss.teacher_scores)",
     fault="one score edited by hand after tapt score wrote the file",
     behaviour="refused before the model loads, naming the file and its digest record")

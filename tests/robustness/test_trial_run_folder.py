@@ -125,37 +125,40 @@ def complete_checkpoint(run: RunDir, step: int) -> Path:
 
 @pytest.mark.reliability(
     area=AREA, reader="fingerprint rule",
-    fault="touch (mtime only) on small and big files; a same-size edit in the middle of a big "
-          "file; a recipe.yaml from before fingerprints",
-    behaviour="touch is no change; the big file's edit is a hint (warning), not a change; the "
-              "old run resumes with a warning")
+    fault="touch (mtime only); a same-size edit in the middle of a big file; a fingerprint "
+          "from an older tapt (head+tail of big files); a recipe.yaml from before "
+          "fingerprints",
+    behaviour="touch is no change; the same-size edit is a change (files are hashed whole); "
+              "an older head+tail entry is a hint; the old run resumes with a warning")
 def test_fingerprint_rule_mtime_is_a_hint_and_old_runs_resume(make_recipe, tmp_path,
                                                               monkeypatch, caplog):
     small, big = tmp_path / "small.tsv", tmp_path / "big.jsonl"
     small.write_bytes(b"q1\td1\t3\n" * 10)
     big.write_bytes(b"x" * 5000)
-    monkeypatch.setattr(fingerprint, "FULL_HASH_BYTES", 4096)
     monkeypatch.setattr(fingerprint, "EDGE_BYTES", 1024)
 
-    def entries() -> dict:
-        return {"data": {p.name: fingerprint.file_entry(p) for p in (small, big)}}
+    def entries(hashed: str = "whole") -> dict:
+        return {"data": {small.name: fingerprint.file_entry(small),
+                         big.name: fingerprint.file_entry(big, hashed)}}
     old = entries()
-    assert old["data"]["small.tsv"]["hashed"] == "whole"
-    assert old["data"]["big.jsonl"]["hashed"] == "head+tail"
+    assert old["data"]["small.tsv"]["hashed"] == old["data"]["big.jsonl"]["hashed"] == "whole"
     later = time.time() + 100
     for path in (small, big):
         os.utime(path, (later, later))
-    hint = ("data: big.jsonl was modified (new mtime) but has the same size and the same "
-            "first and last MiB: treated as unchanged")
-    assert fingerprint.compare(old, entries()) == ([], [hint])
+    assert fingerprint.compare(old, entries()) == ([], [])
+    older = entries("head+tail")  # what a fingerprint from before whole-file hashing holds
     raw = bytearray(big.read_bytes())
-    raw[2500] = ord("y")  # the middle of the big file: invisible to its head+tail hash
+    raw[2500] = ord("y")  # the middle of the big file, same size
     big.write_bytes(bytes(raw))
-    changes, hints = fingerprint.compare(old, entries())
-    assert changes == [] and len(hints) == 1 and "big.jsonl" in hints[0]
-    small.write_bytes(b"q1\td2\t3\n" * 10)  # same size, other content, hashed whole
     assert fingerprint.compare(old, entries())[0] == [
-        "data: small.tsv changed (same size 80, other content)"]
+        "data: big.jsonl changed (same size 5000, other content)"]
+    changes, hints = fingerprint.compare(older, entries())
+    assert changes == [] and len(hints) == 1 and "older tapt" in hints[0]
+    small.write_bytes(b"q1\td2\t3\n" * 10)  # same size, other content, hashed whole
+    assert fingerprint.compare(old, entries())[0][0] == \
+        "data: big.jsonl changed (same size 5000, other content)"
+    assert "data: small.tsv changed (same size 80, other content)" in \
+        fingerprint.compare(old, entries())[0]
 
     # A run folder from before fingerprints: resumes, with a warning.
     recipe = load_recipe(make_recipe("old-run")[0])
