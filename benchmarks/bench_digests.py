@@ -1,5 +1,5 @@
 """What checking stored files costs: the content digests a warm ``tapt eval`` verifies
-(``tapt.digests``) against that run's total time.
+(``tapt.util.digests``) against that run's total time.
 
 A warm ``tapt eval --corpus-store arrow --corpus-cache C --cache-dir E`` reads back three
 stored things, and checks each before it is used: ``corpus.jsonl`` is digested for the
@@ -69,7 +69,7 @@ def verification_parts(data: Path, corpora: Path, embeddings: Path) -> list[tupl
     """``(part, bytes, seconds)`` of each check a warm run makes; each check gives the
     problems it found (none, or the figures would mean nothing)."""
     from tapt.data.arrow_corpus import CACHED_NAME
-    from tapt.digests import check_sidecar, file_digest, mismatch
+    from tapt.util.digests import check_sidecar, file_digest, mismatch
 
     corpus = data / "corpus.jsonl"
     (arrow,) = [p for p in corpora.glob("*.arrow") if CACHED_NAME.fullmatch(p.name)]

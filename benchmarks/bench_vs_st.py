@@ -110,7 +110,7 @@ def st_evaluator(args, dataset):
     )
     from sentence_transformers.util import cos_sim
 
-    from tapt.model_paths import resolve_model_path
+    from tapt.encoders.model_paths import resolve_model_path
 
     model = SentenceTransformer(resolve_model_path(args.model), device="cpu")
     model.max_seq_length = args.max_seq_length
@@ -229,7 +229,7 @@ def st_trainer(args, workdir: Path):
     from tapt.data.beir import strictness
     from tapt.data.sources import load_data
     from tapt.data.triplets import build_training_rows
-    from tapt.model_paths import resolve_model_path
+    from tapt.encoders.model_paths import resolve_model_path
 
     dataset = load_data(args.data, splits=["train", "dev"], **strictness(args.lenient))
     rows = build_training_rows(dataset, "train")

@@ -171,14 +171,14 @@ class Comparison:
 
     # --- measuring an exported model ------------------------------------------------
     def dev_settings(self):
-        from tapt.training.soup import dev_settings
+        from tapt.selection.soup import dev_settings
 
         if self._settings is None:
             self._settings = dev_settings(recipe_for(self.args, []))
         return self._settings
 
     def dev(self, model: Path) -> dict[str, float]:
-        from tapt.training.merge import dev_metrics, load_sources
+        from tapt.selection.merge import dev_metrics, load_sources
 
         (loaded,), _ = load_sources([str(model)])
         return dev_metrics(loaded, self.dev_settings(), str(model))[0]
@@ -324,7 +324,7 @@ class Comparison:
             metric = self.dev_settings().metric
             picked = max(runs, key=lambda name: runs[name]["dev"][metric])
             return self.record(folder, Path(runs[picked]["model"]), started, picked=picked)
-        from tapt.training.soup import soup
+        from tapt.selection.soup import soup
 
         output = folder / "soup"
         if not output.is_dir():
@@ -333,7 +333,7 @@ class Comparison:
         return self.record(folder, output, started, ingredients=kept)
 
     def wise(self, arm: str, seed: int, started: float) -> dict:
-        from tapt.training.merge import merge
+        from tapt.selection.merge import merge
 
         trained = self.run(ARMS[arm].from_arms[0], seed)
         folder = self.folder(arm, seed)
@@ -344,7 +344,7 @@ class Comparison:
         return self.record(folder, output, started, weights=picked)
 
     def soup(self, arm: str, started: float) -> dict:
-        from tapt.training.soup import soup
+        from tapt.selection.soup import soup
 
         for seed in self.args.seeds:
             self.run(ARMS[arm].from_arms[0], seed)

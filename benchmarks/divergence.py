@@ -339,7 +339,7 @@ def build_probe(settings: Settings, arm: Arm) -> Probe | None:
         return None
     from tapt.data.sources import load_data
     from tapt.data.triplets import build_rows
-    from tapt.encoders.presets import qwen3_instruction
+    from tapt.util.families import qwen3_instruction
 
     rows, _ = build_rows(load_data(settings.data, None, ["dev"]), "dev")
     prompt = qwen3_instruction() if arm.model == "random" else None
@@ -369,7 +369,7 @@ def recording_losses(recorder: Recorder) -> Iterator[None]:
 # --------------------------------------------------------------------------- runners
 
 def model_path(settings: Settings, arm: Arm) -> str:
-    from tapt.encoders.loading import resolve_model_path
+    from tapt.encoders.model_paths import resolve_model_path
 
     return settings.random_model if arm.model == "random" else resolve_model_path(MINILM)
 
@@ -419,7 +419,7 @@ def run_plain_st(settings: Settings, arm: Arm, recorder: Recorder, out_dir: Path
 
     from tapt.data.sources import load_data
     from tapt.data.triplets import build_rows
-    from tapt.encoders.presets import qwen3_instruction
+    from tapt.util.families import qwen3_instruction
 
     hp = settings.resolved(arm)
     dataset = load_data(settings.data, None, ["train"])

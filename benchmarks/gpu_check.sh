@@ -161,7 +161,7 @@ for mode in ("chunk-mean", "chunk-max"):
 PY
 
 stamp "exact search: faiss vs torch (float32 and float16 rows)"
-"$PYTHON" benchmarks/bench_search.py --sizes "${sweep[@]}" --dim 1024 --repeats 5 \
+"$PYTHON" benchmarks/bench_search.py --sizes "${sweep[@]}" --dims 1024 --repeats 5 \
   --single-queries 20 --json "$out/search.json"
 
 if [ "${TAPT_GPU_CHECK_DIVERGENCE:-0}" = 1 ]; then

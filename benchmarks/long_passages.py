@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     from transformers import AutoTokenizer
 
     from tapt.data.beir import read_corpus
-    from tapt.encoders.loading import resolve_model_path
+    from tapt.encoders.model_paths import resolve_model_path
 
     if args.out.exists():
         parser.error(f"{args.out} exists")

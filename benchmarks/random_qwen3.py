@@ -248,7 +248,7 @@ def instruction_texts() -> list[str]:
     """Qwen3's FormBench query instruction (from tapt, when importable), so the tokenizer
     has seen it."""
     try:
-        from tapt.encoders.presets import qwen3_instruction
+        from tapt.util.families import qwen3_instruction
     except ImportError:
         return []
     return [qwen3_instruction()]

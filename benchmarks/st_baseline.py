@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     from sentence_transformers.losses import MultipleNegativesRankingLoss
     from transformers import set_seed
 
-    from tapt.encoders.loading import resolve_model_path
+    from tapt.encoders.model_paths import resolve_model_path
 
     final = args.output / "final"
     if final.exists():

@@ -8,7 +8,7 @@ import shutil
 import pytest
 
 from tapt.cli import main, terminal
-from tapt.redaction import RedactingConsole
+from tapt.util.redaction import RedactingConsole
 
 
 @pytest.fixture

@@ -84,8 +84,8 @@ def test_version(capsys):
 
 def test_the_public_names_import_from_tapt_cli():
     import tapt.cli
-    from tapt import cli_options  # the old module path stays importable
     from tapt.cli import COMMANDS
+    from tapt.cli import options as cli_options
 
     assert callable(tapt.cli.main) and callable(tapt.cli.build_parser)
     assert cli_options.NUMBER_TYPES and cli_options.check_outputs

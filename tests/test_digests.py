@@ -1,4 +1,4 @@
-"""tapt.digests: the one record of a stored file's content, and the check when it is read."""
+"""tapt.util.digests: the one record of a stored file's content, and the check when it is read."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from tapt import digests
-from tapt.digests import (
+from tapt.util import digests
+from tapt.util.digests import (
     check_sidecar,
     file_digest,
     file_record,

@@ -1,41 +1,39 @@
 """tapt's layers, bottom up, and the rule that a module imports only from its own layer or
 below, with no cycles (README "Layout", DESIGN.md):
 
-    ground helpers (ids, files, redaction, retry, bounds, families, model_paths, finite)
-    -> data -> recipe -> encoders -> retrieval, hub -> training -> analysis -> cli
+    util -> data -> recipe -> encoders -> retrieval, hub -> training -> selection -> analysis
+    -> cli
 
 Every module under ``tapt/`` is parsed with ``ast`` (nothing is imported); every
 ``import tapt...`` / ``from tapt... import ...``, at module level or inside a function, is
 mapped to its layer. Exceptions are listed below, each with its reason.
+
+Function-local imports follow the rule of ``tapt/__init__.py``'s docstring, checked here
+too: outside ``cli/`` one defers a third-party library that importing its module does not
+already load (or a tapt module that loads one); in ``cli/`` the handlers import the library
+lazily, and no module imports the standard library inside a function.
 """
 
 from __future__ import annotations
 
 import ast
 import graphlib
+import re
+import sys
 from pathlib import Path
-
-import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "tapt"
 
-LAYERS = ["ground", "data", "recipe", "encoders", "retrieval/hub", "training", "analysis",
-          "cli"]
-GROUND = {"ids", "files", "redaction", "retry", "bounds", "families", "model_paths", "finite",
-          "provenance", "mapped_file", "cache_entries", "outputs", "digests"}
-"""The modules directly inside ``tapt/`` that form the ground floor (standard library and
-numpy only, no other tapt layer)."""
-TOP_LEVEL = {"recipe": "recipe", "recipe_keys": "recipe", "cli": "cli", "cli_options": "cli",
-             "__main__": "cli"}
-PACKAGES = {"data": "data", "encoders": "encoders", "retrieval": "retrieval/hub",
-            "hub": "retrieval/hub", "training": "training", "analysis": "analysis",
-            "cli": "cli"}
+LAYERS = ["util", "data", "recipe", "encoders", "retrieval/hub", "training", "selection",
+          "analysis", "cli"]
+PACKAGES = {"util": "util", "data": "data", "recipe": "recipe", "encoders": "encoders",
+            "retrieval": "retrieval/hub", "hub": "retrieval/hub", "training": "training",
+            "selection": "selection", "analysis": "analysis", "cli": "cli"}
+"""Each package directly inside ``tapt/`` and its layer."""
+ROOT_MODULES = {"__main__": "cli"}
+"""The modules directly inside ``tapt/`` besides ``__init__`` (the public facade, the top)."""
 
-ALLOWED_UPWARD = {
-    ("tapt.encoders.bm25", "tapt.retrieval.bm25"):
-        "deprecation alias: BM25Retriever moved to tapt.retrieval.bm25 (a retriever, not an "
-        "encoder); the old module re-exports it until it is removed",
-}
+ALLOWED_UPWARD: dict[tuple[str, str], str] = {}
 """(importer, imported) pairs allowed to point upwards, with the reason."""
 
 KNOWN_HIDDEN_CYCLES: dict[frozenset, str] = {}
@@ -57,12 +55,26 @@ def layer(module: str) -> str:
         return "cli"
     if parts[1] in PACKAGES:
         return PACKAGES[parts[1]]
-    if parts[1] in TOP_LEVEL:
-        return TOP_LEVEL[parts[1]]
-    if parts[1] in GROUND:
-        return "ground"
-    raise AssertionError(f"{module}: not in any layer; add it to GROUND, TOP_LEVEL or PACKAGES "
-                         "in tests/test_import_layers.py (and to the README's layout)")
+    if parts[1] in ROOT_MODULES:
+        return ROOT_MODULES[parts[1]]
+    raise AssertionError(f"{module}: not in any layer; add its package to PACKAGES in "
+                         "tests/test_import_layers.py (and to the README's layout)")
+
+
+def test_the_root_holds_only_the_entry_points_and_the_packages():
+    """``tapt/`` lists ``__init__.py``, ``__main__.py``, the helpers package and the concern
+    packages: a helper module belongs in ``util/``, a concern's module in its package."""
+    loose = sorted(path.name for path in PACKAGE.glob("*.py")
+                   if path.stem not in ("__init__", *ROOT_MODULES))
+    assert loose == []
+    packages = {path.name for path in PACKAGE.iterdir() if (path / "__init__.py").is_file()}
+    assert packages == set(PACKAGES)
+
+
+def test_no_module_is_above_500_lines():
+    long = {str(path.relative_to(PACKAGE)): n for path in sorted(PACKAGE.rglob("*.py"))
+            if (n := len(path.read_text(encoding="utf-8").splitlines())) > 500}
+    assert long == {}
 
 
 def is_type_checking(node: ast.If) -> bool:
@@ -206,54 +218,126 @@ def test_function_level_imports_hide_no_cycle():
     assert not circles, f"import cycles through function-level imports: {circles}"
 
 
-@pytest.mark.parametrize("module", ["tapt.families", "tapt.model_paths", "tapt.ids",
-                                    "tapt.finite"])
-def test_ground_floor_modules_import_no_other_layer(module):
-    assert {layer(target) for target, _, _ in EDGES[module]} <= {"ground"}
+def test_the_util_package_imports_no_other_layer():
+    """The ground floor (standard library, numpy, rich): no other tapt layer."""
+    for module in (name for name in MODULES if layer(name) == "util"):
+        assert {layer(target) for target, _, _ in EDGES[module]} <= {"util"}, module
 
 
-# --- names that moved keep working from their old homes ------------------------------------
-
-@pytest.mark.parametrize(("old", "new", "names"), [
-    ("tapt.encoders.bm25", "tapt.retrieval.bm25", ["BM25Retriever"]),
-    ("tapt.retrieval.evaluator", "tapt.retrieval.in_loop",
-     ["RetrievalEvaluator", "model_retriever"]),
-    ("tapt.hub.tokens", "tapt.hub.secrets_scan", ["known_tokens", "file_containing"]),
-])
-def test_renamed_modules_are_deprecation_aliases(old, new, names, monkeypatch):
-    import importlib
-    import sys
-
-    new_module = importlib.import_module(new)
-    monkeypatch.delitem(sys.modules, old, raising=False)  # imported afresh, then restored
-    with pytest.warns(DeprecationWarning, match=new):
-        alias = importlib.import_module(old)
-    for name in names:
-        assert getattr(alias, name) is getattr(new_module, name)
+STDLIB = sys.stdlib_module_names
+LAZY_BY_NAME = {"rich.table": "the table printer: imported where a table is printed"}
+"""Function-local imports allowed though their package is loaded already, with the reason."""
 
 
-@pytest.mark.parametrize(("old", "new", "name"), [
-    ("tapt.encoders.presets", "tapt.families", "register_family"),
-    ("tapt.encoders.presets", "tapt.families", "PRESETS"),
-    ("tapt.encoders.presets", "tapt.families", "FamilyPreset"),
-    ("tapt.encoders.loading", "tapt.model_paths", "resolve_model_path"),
-    ("tapt.encoders.loading", "tapt.model_paths", "PACKAGE_SCHEME"),
-    ("tapt.data.sources", "tapt.ids", "hub_id_problem"),
-    ("tapt.data.sources", "tapt.ids", "is_hub_id"),
-    ("tapt.retrieval.finite", "tapt.finite", "NonFiniteEmbeddingsError"),
-    ("tapt.retrieval.finite", "tapt.finite", "nonfinite_rows"),
-    ("tapt.analysis.plots", "tapt.finite", "finite_number"),
-    ("tapt", "tapt.families", "register_family"),
-])
-def test_moved_names_are_the_same_objects_at_their_old_homes(old, new, name):
-    import importlib
+def function_level_imports(module: str) -> list[ast.Import | ast.ImportFrom]:
+    """The imports of ``module`` run inside a function, outside ``if TYPE_CHECKING`` and
+    outside ``try`` (an optional dependency's probe)."""
+    tree = ast.parse(MODULES[module].read_text(encoding="utf-8"))
+    top, skipped, found = runtime_top_level(tree), set(), []
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.If) and is_type_checking(node)) or isinstance(node, ast.Try):
+            skipped |= {id(inner) for stmt in ast.iter_child_nodes(node)
+                        for inner in ast.walk(stmt)}
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)) and id(node) not in top | skipped:
+            found.append(node)
+    return found
 
-    assert getattr(importlib.import_module(old), name) is \
-        getattr(importlib.import_module(new), name)
+
+def packages_at_import(module: str) -> set[str]:
+    """The top-level packages (standard library included) that ``module`` imports at
+    module level itself."""
+    tree = ast.parse(MODULES[module].read_text(encoding="utf-8"))
+    top = runtime_top_level(tree)
+    names = set()
+    for node in ast.walk(tree):
+        if id(node) in top and isinstance(node, ast.Import):
+            names |= {alias.name for alias in node.names}
+        elif id(node) in top and isinstance(node, ast.ImportFrom) and not node.level:
+            names.add(node.module or "")
+    return {name.split(".")[0] for name in names} - {"tapt"}
+
+
+MODULE_LEVEL = graph(module_level_only=True)
+
+
+def loaded_by(module: str) -> set[str]:
+    """The packages that importing ``module`` loads: its module-level tapt imports
+    followed, with its parent packages and ``tapt`` itself (run first by any import)."""
+    parts = module.split(".")
+    pending = [module] + [".".join(parts[:i]) for i in range(1, len(parts))]
+    seen, packages = set(), set()
+    while pending:
+        name = pending.pop()
+        if name in seen or name not in MODULES:
+            continue
+        seen.add(name)
+        packages |= packages_at_import(name)
+        pending += MODULE_LEVEL[name]
+    return packages
+
+
+def test_function_local_imports_defer_a_library():
+    """Outside ``cli/``, a function-local import pays for itself: it defers a third-party
+    library (torch, transformers, datasets, ...) that importing its module does not load
+    already, or a tapt module that loads one; in ``cli/``, it imports tapt or a third-party
+    library, never the standard library. Anything else belongs at the top of the module."""
+    needless = []
+    for module, path in MODULES.items():
+        loaded = loaded_by(module) | STDLIB
+        for node in function_level_imports(module):
+            if isinstance(node, ast.ImportFrom) and (node.level or
+                                                     (node.module or "").startswith("tapt")):
+                targets = [target for target, line, _ in EDGES[module] if line == node.lineno]
+                deferred = set().union(*(loaded_by(target) for target in targets)) - loaded
+                named = ", ".join(targets)
+                if layer(module) == "cli" or deferred:
+                    continue
+            else:
+                names = [alias.name for alias in node.names] if isinstance(node, ast.Import) \
+                    else [node.module]
+                named = ", ".join(names)
+                tops = {name.split(".")[0] for name in names}
+                if all(name in LAZY_BY_NAME for name in names) or not tops & STDLIB and (
+                        layer(module) == "cli" or tops - loaded):
+                    continue
+            needless.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno}: "
+                            f"{named}")
+    assert not needless, ("function-local imports that defer nothing (import them at the top "
+                          "of the module):\n" + "\n".join(needless))
+
+
+def readme_layout() -> dict[str, list[str]]:
+    """The README's Layout picture: each package line (``  data/  beir.py, ...`` and its
+    continuation lines) -> the ``*.py`` files and ``sub/`` folders it names."""
+    readme = (PACKAGE.parent / "README.md").read_text(encoding="utf-8")
+    block = readme.split("## Layout", 1)[1].split("```", 2)[1]
+    listed: dict[str, list[str]] = {}
+    package = None
+    for line in block.splitlines():
+        if match := re.match(r"^  (\w+)/\s", line):
+            package = match.group(1)
+            listed[package] = []
+        elif not line.startswith("   "):
+            package = None
+        if package is not None:
+            text = line[len(package) + 3:] if line.startswith(f"  {package}/") else line
+            listed[package] += re.findall(r"\b\w+\.py\b|\b\w+/(?!\w)", text)
+    return listed
+
+
+def test_the_readme_layout_names_the_tree():
+    """README "Layout" lists every package of ``tapt/``, and each module or folder it names
+    exists in that package."""
+    listed = readme_layout()
+    assert set(listed) == set(PACKAGES)
+    missing = [f"{package}/{name}" for package, names in listed.items() for name in names
+               if not (PACKAGE / package / name.rstrip("/")).exists()]
+    assert missing == []
 
 
 def test_finite_number_is_the_one_rule():
-    from tapt.finite import finite_number
+    from tapt.util.finite import finite_number
 
     assert finite_number(0) and finite_number(-2.5)
     for value in (float("nan"), float("inf"), True, None, "1", 10**400):

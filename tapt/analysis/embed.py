@@ -17,7 +17,7 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from tapt.analysis.compare import split_spec
+from tapt.analysis.result_files import split_spec
 from tapt.encoders.base import Encoder, TextKind, collect_in_order
 from tapt.encoders.factory import APIOptions, ModelOptions, open_encoder
 from tapt.retrieval.dense import (
@@ -91,7 +91,7 @@ def embed(encoder: Encoder, texts: Sequence[str], kind: TextKind, *, ids: Sequen
           batch_size: int = 32, cache_dir: str | None = None,
           tally: EncodingTally | None = None) -> np.ndarray:
     """``(len(texts), dim)`` float32 embeddings in input order; non-finite rows raise
-    :class:`~tapt.finite.NonFiniteEmbeddingsError` naming a few ``ids``.
+    :class:`~tapt.util.finite.NonFiniteEmbeddingsError` naming a few ``ids``.
 
     ``cache_dir``: passages (``kind`` document) are read from and written to the embedding
     cache there (:func:`~tapt.retrieval.dense.passage_stream`, the path of ``tapt eval``);

@@ -40,7 +40,6 @@ import numpy as np
 
 from tapt.analysis import plots
 from tapt.analysis.embed import embed, unit_rows
-from tapt.bounds import POSITIVE_INT, SEED
 from tapt.data.arrow_corpus import corpus_texts as passage_texts
 from tapt.data.beir import ANCHOR, HARD_NEGATIVE, SOFT_NEGATIVE, BeirDataset, Qrels
 from tapt.data.subcorpus import subcorpus_ids
@@ -49,6 +48,7 @@ from tapt.retrieval.dense import EncodingTally, rank
 from tapt.retrieval.evaluate import split_queries
 from tapt.retrieval.metrics import trec_ranking
 from tapt.retrieval.search import ExactIndex
+from tapt.util.bounds import POSITIVE_INT, SEED
 
 # rich is imported by the table printer only (importing tapt.analysis stays light).
 

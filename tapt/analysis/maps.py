@@ -29,10 +29,10 @@ import numpy as np
 
 from tapt.analysis import plots
 from tapt.analysis.embed import embed, materialized, unit_rows
-from tapt.bounds import MAP_SAMPLE, POSITIVE_INT, SEED
 from tapt.data.arrow_corpus import corpus_texts as passage_texts
 from tapt.data.beir import BeirDataset
 from tapt.retrieval.dense import EncodingTally
+from tapt.util.bounds import MAP_SAMPLE, POSITIVE_INT, SEED
 
 # umap-learn and scikit-learn are imported by the projection: importing tapt.analysis
 # must not import them.

@@ -56,7 +56,7 @@ class DataKey:
 
 
 def data_key(result: Mapping, source: str) -> DataKey:
-    """The data fields of a result file read by :func:`tapt.analysis.compare.read_result`."""
+    """The data fields of a result file read by :func:`tapt.analysis.result_files.read_result`."""
     evaluated = result.get("evaluated", {})
     fingerprint = evaluated.get("data_fingerprint")
     fingerprint = fingerprint if isinstance(fingerprint, dict) else {}

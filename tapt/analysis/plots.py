@@ -2,19 +2,19 @@
 
 Every function returns the :class:`matplotlib.figure.Figure` it drew, so callers (and
 tests) can read back what was plotted (``ax.get_lines()[i].get_ydata()``,
-``collection.get_offsets()``); :func:`save` writes a PNG.
+``collection.get_offsets()``); :func:`tapt.util.figures.save` writes a PNG. A run's dev
+curve is drawn by :func:`tapt.training.dev_history.dev_curve` (the model card draws it too).
 """
 
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 
 import numpy as np
 
-from tapt.finite import finite_number
+from tapt.util.figures import new_figure
+from tapt.util.finite import finite_number
 
 # matplotlib is imported by the functions that draw: importing tapt.analysis must not.
 
@@ -30,26 +30,6 @@ KIND_STYLES: dict[str, dict] = {
 }
 TIER_COLORS = {"anchor": "tab:green", "hard_negative": "tab:orange",
                "soft_negative": "tab:blue", "random": "tab:gray"}
-
-
-def new_figure(width: float = 6.0, height: float = 4.0, ncols: int = 1):
-    """A Figure on an Agg canvas and its axes (a list when ``ncols > 1``)."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    figure = Figure(figsize=(width, height))
-    FigureCanvasAgg(figure)
-    axes = figure.subplots(1, ncols, squeeze=True)
-    return figure, (list(np.atleast_1d(axes)) if ncols > 1 else axes)
-
-
-def save(figure, path: str | os.PathLike, dpi: int = 110) -> Path:
-    """Write ``figure`` as a PNG (parent folders created)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.tight_layout()
-    figure.savefig(path, dpi=dpi, format="png")
-    return path
 
 
 def pareto_front(points: Sequence[tuple[str, float, float]]) -> list[str]:
@@ -177,36 +157,6 @@ def grouped_bars(values: Mapping[str, Mapping[str, Mapping[str, float]]],
         ax.set_title(f"{title}: {group}")
         ax.grid(alpha=0.3, axis="y")
         ax.legend(fontsize=7)
-    return figure
-
-
-def dev_curve(steps: Sequence[int], values: Mapping[str, Sequence[float]], metric: str,
-              references: Mapping[str, float], best_step: int | None, title: str,
-              guard: Sequence[float | None] | None = None):
-    """Dev metrics per checkpoint (``metric`` bold), references as horizontal lines
-    labelled by their names, the best checkpoint circled (a line labelled ``best``);
-    ``guard``: the guard set's ``metric`` per checkpoint (``eval.guard_data``), dashed."""
-    figure, ax = new_figure(6.5, 4.0)
-    for key, series in values.items():
-        ax.plot(steps, series, marker="o", label=key, linewidth=2.5 if key == metric else 1.0,
-                alpha=1.0 if key == metric else 0.6)
-    if guard is not None:
-        ax.plot(steps, [float("nan") if v is None else v for v in guard], marker="s",
-                linestyle="--", color="black", linewidth=1.5, label=f"guard {metric}")
-    styles = iter(("--", ":", "-.", (0, (5, 1))))
-    for label, value in references.items():
-        if finite_number(value):
-            ax.axhline(value, color="gray" if "zero-shot" in label else "black",
-                       linestyle=next(styles, "--"), linewidth=1.2, label=label)
-    if best_step is not None and best_step in steps:
-        value = values[metric][list(steps).index(best_step)]
-        ax.plot([best_step], [value], marker="o", markersize=14, markerfacecolor="none",
-                markeredgecolor="red", linestyle="none", label="best")
-    ax.set_xlabel("training step (0 = zero-shot)")
-    ax.set_ylabel("dev score")
-    ax.set_title(title)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
     return figure
 
 

@@ -32,12 +32,12 @@ import numpy as np
 
 from tapt.analysis import plots
 from tapt.analysis.embed import embed, materialized, unit_rows
-from tapt.bounds import OPEN_FRACTION, POSITIVE_INT, SEED, check_optional
 from tapt.data.arrow_corpus import corpus_texts as passage_texts
 from tapt.data.beir import BeirDataset
 from tapt.data.labels import read_labels  # noqa: F401 (moved there; importable here)
 from tapt.encoders.base import Encoder
 from tapt.retrieval.dense import EncodingTally
+from tapt.util.bounds import OPEN_FRACTION, POSITIVE_INT, SEED, check_optional
 
 # scikit-learn (the probes) and rich (the table) are imported where used: importing
 # tapt.analysis must not import them.

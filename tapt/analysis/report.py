@@ -26,9 +26,8 @@ from pathlib import Path
 
 import yaml
 
-from tapt.analysis import plots
-from tapt.analysis.compare import read_result
 from tapt.analysis.pairing import WHOLE, DataKey, check_pair, data_key, unfingerprinted_note
+from tapt.analysis.result_files import read_result
 from tapt.data.beir import strictness
 from tapt.data.fingerprint import files_digest, ids_digest
 from tapt.data.relevance import choose_rule
@@ -38,8 +37,10 @@ from tapt.recipe import DataSettings, EvalSettings, TrainingSettings
 from tapt.retrieval.bm25 import BM25Retriever
 from tapt.retrieval.evaluate import evaluate
 from tapt.retrieval.metrics import METRIC_KEYS
+from tapt.training.dev_history import dev_curve, dev_table, guard_key, metrics_table
 from tapt.training.run import read_history
 from tapt.training.run_dir import RunDir
+from tapt.util.figures import save
 
 # rich is imported by the table printer only (importing tapt.analysis stays light).
 
@@ -241,31 +242,15 @@ def build_report(run_dir: str | os.PathLike, *, bm25: str | os.PathLike | None =
 def curve_figure(report: RunReport):
     """The dev curve: every metric per step (the recipe's metric bold), the references of
     that metric as horizontal lines, the best checkpoint circled."""
-    steps = [entry["step"] for entry in report.history]
-    values = {k: [entry[k] for entry in report.history] for k in METRIC_KEYS}
     references = {f"{label} ({report.metric})": metrics[report.metric]
                   for label, metrics in report.references.items()}
-    guard = guard_key(report)
-    return plots.dev_curve(steps, values, report.metric, references, report.best_step,
-                           title=f"{report.name}: dev metrics per checkpoint",
-                           guard=[e.get(guard) for e in report.history] if guard else None)
-
-
-def guard_key(report: RunReport) -> str | None:
-    """``guard_<metric>`` when the run evaluated a guard set (``eval.guard_data``)."""
-    key = f"guard_{report.metric}"
-    return key if any(key in entry for entry in report.history) else None
+    return dev_curve(report.history, report.metric, references=references,
+                     best_step=report.best_step,
+                     title=f"{report.name}: dev metrics per checkpoint")
 
 
 def _cell(value) -> str:
     return f"{value:.4f}" if isinstance(value, float) else "-"
-
-
-def _rows(rows: dict[str, dict[str, float]]) -> list[str]:
-    lines = ["| | " + " | ".join(METRIC_KEYS) + " |", "|---|" + "---:|" * len(METRIC_KEYS)]
-    lines += [f"| {name} | " + " | ".join(f"{m[k]:.4f}" for k in METRIC_KEYS) + " |"
-              for name, m in rows.items()]
-    return lines
 
 
 def _others_heading(rows: dict[str, dict[str, float]]) -> str:
@@ -317,25 +302,15 @@ def render_markdown(report: RunReport, output_dir: Path, curve: Path | None = No
     lines += ["## Dev curve", ""]
     if curve is not None:
         lines += [f"![dev curve]({_link(curve, output_dir)})", ""]
-    guard = guard_key(report)
-    header = ["step", "epoch", *METRIC_KEYS] + ([f"guard {report.metric}"] if guard else [])
-    lines += ["| " + " | ".join(header) + " |", "|" + "---:|" * len(header)]
-    for entry in report.history:
-        best = entry["step"] == report.best_step
-        cells = [f"**{entry['step']}** (best)" if best else str(entry["step"]),
-                 f"{entry.get('epoch', 0):.2f}"]
-        cells += [f"**{entry[k]:.4f}**" if best and k == report.metric else f"{entry[k]:.4f}"
-                  for k in METRIC_KEYS]
-        cells += [_cell(entry.get(guard))] if guard else []
-        lines.append("| " + " | ".join(cells) + " |")
-    if guard:
+    lines += dev_table(report.history, report.metric, best_step=report.best_step, epochs=True)
+    if guard_key(report.history, report.metric):
         folder = Path(str((recipe.get("eval") or {}).get("guard_data", "?"))).name
         lines += ["", (f"guard {report.metric}: the guard set (`eval.guard_data` `{folder}`), "
                        "evaluated at every checkpoint; it does not choose the best one.")]
     lines.append("")
     if report.references:
         lines += ["Reference lines on the same dev sub-corpus:", ""]
-        lines += _rows(report.references) + [""]
+        lines += metrics_table(report.references) + [""]
     lines += [f"- {note}" for note in report.notes] + ([""] if report.notes else [])
     best = next((e for e in report.history if e["step"] == report.best_step), None)
     lines += ["## Best checkpoint", ""]
@@ -350,10 +325,10 @@ def render_markdown(report: RunReport, output_dir: Path, curve: Path | None = No
     others = {name: m for name, m in report.summary.items()
               if "guard" in name or name.startswith("averaged")}
     if others:  # eval.guard_data, training.average_last (the averaged weights are exported)
-        lines += [_others_heading(others), ""] + _rows(others) + [""]
+        lines += [_others_heading(others), ""] + metrics_table(others) + [""]
     tests = {name: m for name, m in report.summary.items() if "test" in name}
     lines += ["## Test metrics", ""]
-    lines += (_rows(tests) if tests else
+    lines += (metrics_table(tests) if tests else
               ["No test metrics (run `tapt train RECIPE --test`, or `tapt eval` the export)."])
     lines.append("")
     if report.plots:
@@ -371,7 +346,7 @@ def history_table(report: RunReport):
     table.add_column("step / row")
     for key in METRIC_KEYS:
         table.add_column(key, justify="right")
-    guard = guard_key(report)
+    guard = guard_key(report.history, report.metric)
     if guard:
         table.add_column(f"guard {report.metric}", justify="right")
     for entry in report.history:
@@ -400,7 +375,7 @@ def write_report(report: RunReport, output: Path) -> tuple[Path, Path | None, Pa
     output.parent.mkdir(parents=True, exist_ok=True)
     curve = None
     if report.history:
-        curve = plots.save(curve_figure(report), curve_file)
+        curve = save(curve_figure(report), curve_file)
     output.write_text(render_markdown(report, output.parent, curve), encoding="utf-8")
     data_file.write_text(json.dumps(report.to_dict(), indent=2) + "\n", encoding="utf-8")
     return output, curve, data_file

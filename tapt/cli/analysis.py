@@ -5,30 +5,30 @@ scikit-learn are imported inside the handlers."""
 from __future__ import annotations
 
 import argparse
+from functools import partial
 from pathlib import Path
 
 from tapt.cli import maps, terminal
 from tapt.cli.distributed import is_main, multiprocess
+from tapt.cli.inputs import api_options, model_options, read_data, search_options
 from tapt.cli.options import (
     add_analysis_data,
     add_analysis_outputs,
     add_model_options,
     add_subcorpus_args,
-    api_options,
     check_outputs,
     data_inputs,
     fraction,
     model_inputs,
-    model_options,
     open_fraction,
     positive_count,
     resamples,
     sample_size,
-    search_options,
     seed,
     top_k,
 )
-from tapt.files import atomic_write_json, atomic_write_text
+from tapt.util.figures import save
+from tapt.util.files import atomic_write_json, atomic_write_text
 
 
 def add_parsers(commands) -> None:
@@ -146,7 +146,7 @@ def _analysis_files(args: argparse.Namespace) -> tuple[Path | None, Path | None]
 def _inputs(args: argparse.Namespace) -> list[tuple[str, str | Path]]:
     """What an analysis command reads: ``tapt compare``'s result files, or the data and the
     ``--model`` folders (outputs must not land on them)."""
-    from tapt.analysis.compare import split_spec
+    from tapt.analysis.result_files import split_spec
 
     results = [("RESULT", split_spec(spec)[1]) for spec in getattr(args, "results", [])]
     return (results + data_inputs("--data", getattr(args, "data", None),
@@ -155,20 +155,9 @@ def _inputs(args: argparse.Namespace) -> list[tuple[str, str | Path]]:
 
 
 
-def _analysis_data(args: argparse.Namespace, splits: list[str]):
-    from tapt.data.beir import strictness
-    from tapt.data.sources import load_data
-
-    return load_data(args.data, args.config, splits, revision=args.revision,
-                     corpus_store=args.corpus_store, corpus_cache=args.corpus_cache,
-                     **strictness(args.lenient))
-
-
 def _loaders(args: argparse.Namespace, models: dict[str, str], *, top_k: int | None = None):
     """{name: zero-argument loader} of the ``--model`` values, with the shared model and
     API options; ``top_k``: ``bm25`` is accepted (as a retriever of that depth)."""
-    from functools import partial
-
     from tapt.analysis.embed import load_encoder, load_model
 
     options = model_options(args, progress=terminal.show_progress(args))
@@ -181,7 +170,6 @@ def _loaders(args: argparse.Namespace, models: dict[str, str], *, top_k: int | N
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from tapt.analysis import plots
     from tapt.analysis.compare import (
         compare_results,
         comparison_table,
@@ -201,7 +189,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         atomic_write_json(output, comparison.to_dict(args.metric))
         terminal.console.print(f"comparison written to {output}")
     if plot is not None:
-        plots.save(frontier_figure(comparison, args.metric), plot)
+        save(frontier_figure(comparison, args.metric), plot)
         terminal.console.print(f"frontier plot written to {plot}")
     if args.markdown is not None:
         atomic_write_text(args.markdown, markdown_table(comparison, args.metric))
@@ -221,11 +209,9 @@ def _named_models(values: list[str]) -> dict[str, str]:
 
 def _show_and_save(table, data: dict, output: Path, figure, plot: Path, what: str) -> None:
     """Print an analysis table, write its JSON and its figure, say where."""
-    from tapt.analysis import plots
-
     terminal.console.print(table)
     atomic_write_json(output, data)
-    plots.save(figure, plot)
+    save(figure, plot)
     terminal.console.print(f"{what} written to {output}, plot to {plot}")
 
 
@@ -236,7 +222,7 @@ def cmd_ablate(args: argparse.Namespace) -> int:
     output, plot = _analysis_files(args)
     loaders = _loaders(args, _named_models(args.model), top_k=args.top_k)
     cache_dir = search_options(args).cache_dir
-    dataset = _analysis_data(args, [args.split])
+    dataset = read_data(args, [args.split])
     result = corpus_size_ablation(
         list(loaders.values()), dataset, args.split, fractions=args.fractions, seed=args.seed,
         batch_size=args.batch_size, top_k=args.top_k, with_title=not args.no_title,
@@ -258,9 +244,9 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     cache_dir = search_options(args).cache_dir
     if args.analysis == "map":
         return maps.run_map(args, _loaders(args, _named_models(args.model)),
-                            lambda: _analysis_data(args, []), output, plot, cache_dir,
+                            lambda: read_data(args, []), output, plot, cache_dir,
                             main=is_main())
-    dataset = _analysis_data(args, [args.split])
+    dataset = read_data(args, [args.split])
     name, model = labelled(args.model)
     distractors = None if args.fraction is not None else (
         1000 if args.distractors is None else args.distractors)
@@ -285,7 +271,7 @@ def cmd_probe(args: argparse.Namespace) -> int:
     output, plot = _analysis_files(args)
     models = _named_models(args.model)
     cache_dir = search_options(args).cache_dir
-    dataset = _analysis_data(args, [])
+    dataset = read_data(args, [])
     folder = Path(args.data)
     config = config_name(args.config)
     if config and (folder / config).is_dir():

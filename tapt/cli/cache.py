@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import argparse
+import datetime
 from pathlib import Path
 
 from tapt.cli import terminal
@@ -51,8 +52,6 @@ def _corpus_folder(args: argparse.Namespace) -> Path:
 
 
 def _when(timestamp: float) -> str:
-    import datetime
-
     return datetime.datetime.fromtimestamp(timestamp).strftime("%Y-%m-%d %H:%M")
 
 
@@ -82,9 +81,9 @@ def _summary(verb: str, models, corpora) -> str:
 
 
 def cmd_cache(args: argparse.Namespace) -> int:
-    from tapt.cache_entries import prune_entries
     from tapt.data.arrow_corpus import list_corpus_files
     from tapt.retrieval.embedding_cache import list_entries
+    from tapt.util.cache_entries import prune_entries
 
     root, folder = _root(args), _corpus_folder(args)
     models, corpora = list_entries(root), list_corpus_files(folder)

@@ -63,7 +63,7 @@ def cmd_cases(args: argparse.Namespace) -> int:
     from tapt.analysis.compare import split_spec
     from tapt.data.beir import strictness
     from tapt.data.sources import load_data
-    from tapt.files import atomic_write_text
+    from tapt.util.files import atomic_write_text
 
     check_outputs([("--output", args.output)], overwrite=args.overwrite,
                   inputs=[("RESULT", split_spec(spec)[1]) for spec in args.results]

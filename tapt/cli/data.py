@@ -117,7 +117,7 @@ def cmd_data(args: argparse.Namespace) -> int:
     if args.tokenizer:
         from transformers import AutoTokenizer
 
-        from tapt.encoders.loading import resolve_model_path
+        from tapt.encoders.model_paths import resolve_model_path
 
         counter, unit = tokenizer_counter(AutoTokenizer.from_pretrained(
             resolve_model_path(args.tokenizer))), f"tokens ({args.tokenizer})"

@@ -47,7 +47,7 @@ def check_extra_args(args: argparse.Namespace) -> None:
     """Refuse combinations before any loading: ``--queries`` with ``--dims`` or
     ``--tune-on``, ``--save-run`` deeper than ``--top-k``, ``--format mteb`` without mteb
     or with an unwritable ``--mteb-dir`` (on an input: ``tapt.cli.retrieval``'s output
-    check, :func:`tapt.outputs.check_apart`)."""
+    check, :func:`tapt.util.outputs.check_apart`)."""
     if args.queries:
         from tapt.data.query_sets import parse_query_set_specs
 

@@ -136,8 +136,8 @@ def show_views(args: argparse.Namespace, report, widths, labels) -> None:
 
 def plot_widths(path: Path, widths, title: str) -> None:
     """The four metrics against the width (log-2 axis), one line each."""
-    from tapt.analysis.plots import new_figure, save
     from tapt.retrieval.metrics import METRIC_KEYS
+    from tapt.util.figures import new_figure, save
 
     figure, ax = new_figure(6.0, 4.0)
     sizes = sorted(widths)

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import argparse
 import logging
+import shlex
 import sys
+from importlib.metadata import PackageNotFoundError
+from importlib.metadata import version as installed
 
 from rich.markup import escape
 
@@ -37,9 +40,6 @@ DESCRIPTION = ("tapt: contrastive fine-tuning and exact retrieval evaluation of 
 
 def version() -> str:
     """tapt's installed version (the package metadata), else the source tree's."""
-    from importlib.metadata import PackageNotFoundError
-    from importlib.metadata import version as installed
-
     try:
         return installed("tapt")
     except PackageNotFoundError:
@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
                         handlers=[RichHandler(show_path=False, level=level,
                                               console=terminal.log_console())])
     logger.setLevel(level)  # --quiet: warnings and errors only
-    from tapt.redaction import install_log_redaction, redact
+    from tapt.util.redaction import install_log_redaction, redact
 
     install_log_redaction()
     from tapt.hub.errors import PushFailed
@@ -103,8 +103,6 @@ def main(argv: list[str] | None = None) -> int:
                       "push it again with tapt push)", highlight=False, soft_wrap=True)
         return 1
     except KeyboardInterrupt as err:  # Ctrl-C: one line, no traceback, exit 130 (128 + SIGINT)
-        import shlex
-
         command = "tapt " + shlex.join(sys.argv[1:] if argv is None else argv)
         line = err.message(command) if hasattr(err, "message") else "interrupted"
         console.print(escape(redact(line)), highlight=False, soft_wrap=True)

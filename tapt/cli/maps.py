@@ -42,10 +42,10 @@ def run_map(args: argparse.Namespace, loaders, load_dataset, output: Path, plot:
     """``tapt analyze map`` with the analysis command's parts (``tapt.cli.analysis``): the
     model ``loaders``, ``load_dataset()``, the checked ``output`` / ``plot`` paths, the
     embedding cache; ``main``: this process writes (rank 0 under torchrun)."""
-    from tapt.analysis import plots
     from tapt.analysis.maps import choose_method, embedding_maps, map_figure
     from tapt.data.labels import read_labels
-    from tapt.files import atomic_write_json
+    from tapt.util.figures import save
+    from tapt.util.files import atomic_write_json
 
     choose_method(args.method)  # a missing umap-learn fails before anything loads
     labels = read_labels(labels_folder(args), [args.color_by])[args.color_by]
@@ -57,7 +57,7 @@ def run_map(args: argparse.Namespace, loaders, load_dataset, output: Path, plot:
     if not main:
         return 0
     atomic_write_json(output, result.to_dict())
-    plots.save(map_figure(result), plot)
+    save(map_figure(result), plot)
     terminal.console.print(f"{result.method} map of {len(result.ids):,} passages "
                            f"({len(set(result.labels))} {args.color_by} labels) written to "
                            f"{output}, plot to {plot}", highlight=False)

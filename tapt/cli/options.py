@@ -2,7 +2,7 @@
 anything.
 
 - The argparse number types: every numeric flag of every command uses one of
-  :data:`NUMBER_TYPES`, built from :mod:`tapt.bounds` (the table of ranges), so
+  :data:`NUMBER_TYPES`, built from :mod:`tapt.util.bounds` (the table of ranges), so
   ``--batch-size 0``, ``--k1 nan``, ``--k1 1e100`` or ``--rrf-k inf`` stop at parsing with
   ``argument --k1: must be ...`` and the reason (exit code 2); every flag's help ends with
   its range.
@@ -20,10 +20,10 @@ import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from tapt import bounds
 from tapt.data.beir import SPLITS
 from tapt.encoders.precision import DTYPE_NAMES
-from tapt.encoders.presets import registered_families
+from tapt.util import bounds
+from tapt.util.families import registered_families
 
 
 def number_type(bound: bounds.Bound, name: str, *, none: str | None = None) -> Callable:
@@ -54,7 +54,7 @@ fraction = number_type(bounds.FRACTION, "fraction")
 open_fraction = number_type(bounds.OPEN_FRACTION, "open_fraction")
 margin_or_none = number_type(bounds.MARGIN, "margin_or_none", none="none")
 finite_float = number_type(bounds.FINITE_FLOAT, "finite_float")
-# The flags' own ranges (tapt.bounds' table): an upper end where a dtype or memory ends.
+# The flags' own ranges (tapt.util.bounds' table): an upper end where a dtype or memory ends.
 width = number_type(bounds.WIDTH, "width")
 sequence_length = number_type(bounds.SEQUENCE_LENGTH, "sequence_length")
 tokens_per_batch = number_type(bounds.TOKENS_PER_BATCH, "tokens_per_batch")
@@ -122,11 +122,11 @@ def check_outputs(paths: Iterable[tuple[str, Path | None]], *, overwrite: bool =
     ``overwrite=False`` refuses existing files. ``inputs``: (flag, path) pairs of what the
     command reads (:func:`data_inputs`, :func:`model_inputs`); an output that is, holds or
     lies inside one is refused whatever ``overwrite`` says
-    (:func:`tapt.outputs.check_apart`). Raises ``FileExistsError``, ``NotADirectoryError``
+    (:func:`tapt.util.outputs.check_apart`). Raises ``FileExistsError``, ``NotADirectoryError``
     / ``IsADirectoryError`` / ``PermissionError`` or
-    :class:`~tapt.outputs.OutputOnInputError` naming the flag and the path.
+    :class:`~tapt.util.outputs.OutputOnInputError` naming the flag and the path.
     """
-    from tapt.outputs import check_apart
+    from tapt.util.outputs import check_apart
 
     paths = list(paths)
     check_apart(paths, inputs)
@@ -158,7 +158,7 @@ def check_cache_folders(args: argparse.Namespace) -> None:
     must be a folder or one that can be created; a file there (or above it) is an error
     naming the flag, not ``[Errno 17]`` once the data is loaded. A folder that cannot be
     written passes: a read-only shared cache is read as it is."""
-    from tapt.files import check_writable
+    from tapt.util.files import check_writable
 
     for flag, dest in CACHE_FLAGS:
         folder = getattr(args, dest, None)
@@ -181,7 +181,7 @@ def data_inputs(flag: str, data: str | os.PathLike | None, config: str | None = 
                 ) -> list[tuple[str, Path]]:
     """The files a local BEIR folder given to ``flag`` is read from (its corpus, queries and
     ``qrels/``, also under ``config`` when given): outputs must not land on them. A Hub id
-    gives paths that do not exist, which :func:`tapt.outputs.check_apart` skips."""
+    gives paths that do not exist, which :func:`tapt.util.outputs.check_apart` skips."""
     if not data:
         return []
     folders = [Path(data).expanduser()]
@@ -192,9 +192,9 @@ def data_inputs(flag: str, data: str | os.PathLike | None, config: str | None = 
 
 def model_inputs(flag: str, specs: str | Iterable[str] | None) -> list[tuple[str, str]]:
     """The local model folders of ``flag``'s values (``package:`` models resolved, a
-    ``NAME=`` label dropped as :func:`tapt.analysis.compare.split_spec` does); a Hub id, an
+    ``NAME=`` label dropped as :func:`tapt.analysis.result_files.split_spec` does); a Hub id, an
     API model or ``bm25`` names no local folder and is skipped by the check."""
-    from tapt.model_paths import resolve_model_path
+    from tapt.encoders.model_paths import resolve_model_path
 
     if specs is None:
         return []
@@ -213,7 +213,7 @@ def model_inputs(flag: str, specs: str | Iterable[str] | None) -> list[tuple[str
 def check_folder(flag: str, folder: Path, *, shown: Path | None = None) -> None:
     """``folder`` exists and is writable, or can be created in its nearest existing
     ancestor; else an error naming ``flag`` and ``shown`` (default: ``folder``)."""
-    from tapt.files import check_writable
+    from tapt.util.files import check_writable
 
     shown = folder if shown is None else shown
     try:
@@ -230,7 +230,7 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter,
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""
         bound = getattr(action.type, "bound", None)
-        if bound is not None and action.option_strings:  # the range from tapt.bounds
+        if bound is not None and action.option_strings:  # the range from tapt.util.bounds
             text = f"{text} [range: {bound.description}]"
         default = action.default
         if ("default" in text or not action.option_strings or default is None
@@ -374,62 +374,6 @@ def add_api_args(parser: argparse.ArgumentParser) -> None:
                           "limit for the model; 0: none)")
     api.add_argument("--api-tpm", type=rate, default=None,
                      help="client-side tokens per minute (default: tier-1 limit; 0: none)")
-
-
-def model_options(args: argparse.Namespace, *, progress: bool = False):
-    """:class:`tapt.encoders.factory.ModelOptions` from :func:`add_encoding_args`' flags
-    (a bad long-passage combination raises
-    :class:`~tapt.encoders.long_passages.LongPassageError` naming the flag)."""
-    from tapt.encoders.factory import ModelOptions
-    from tapt.encoders.long_passages import LongPassageError, LongPassages
-
-    long_passages = LongPassages(getattr(args, "long_passages", "truncate"),
-                                 getattr(args, "chunk_tokens", None),
-                                 getattr(args, "chunk_stride", None))
-    if getattr(args, "one_vector_per_passage", False) and not long_passages.one_vector:
-        raise LongPassageError("--long-passages chunk-max keeps one vector per window; this "
-                               "command needs one per passage: use chunk-mean or truncate")
-    return ModelOptions(family=args.family, max_seq_length=args.max_seq_length,
-                        trust_remote_code=args.trust_remote_code, device=args.device,
-                        dtype=args.dtype, max_tokens_per_batch=args.max_tokens_per_batch,
-                        batch_size=args.batch_size, progress=progress,
-                        truncate_dim=args.truncate_dim, long_passages=long_passages,
-                        backend=getattr(args, "backend", "torch"))
-
-
-def api_options(args: argparse.Namespace, names: Iterable[str] = ()):
-    """:class:`tapt.encoders.factory.APIOptions` from :func:`add_api_args`' flags; when one
-    of ``names`` is an API model that uses the cache, ``--cache-dir`` must be writable."""
-    from tapt.encoders.factory import APIOptions, is_api_model
-
-    if (args.cache_dir is not None and not args.no_cache
-            and any(is_api_model(name) for name in names)):
-        check_folder("--cache-dir", args.cache_dir)
-    return APIOptions(base_url=args.api_base_url, cache_dir=args.cache_dir,
-                      cache=not args.no_cache, concurrency=args.api_concurrency,
-                      requests_per_minute=args.api_rpm, tokens_per_minute=args.api_tpm)
-
-
-LOCAL_CACHE_ENV = "TAPT_EMBEDDING_CACHE"
-"""Set to 0 to turn the local-model embedding cache off unless ``--cache-dir`` is given (the
-test suite does, so that tests do not share cached passages); read by
-:func:`tapt.retrieval.embedding_cache.local_cache_root`."""
-
-
-def search_options(args: argparse.Namespace):
-    """:class:`tapt.retrieval.factory.SearchOptions` from :func:`add_encoding_args`' flags;
-    the local-model cache lives in ``CACHE_DIR/local`` and is checked for writability."""
-    from tapt.retrieval.embedding_cache import local_cache_root
-    from tapt.retrieval.factory import SearchOptions
-
-    cache_dir = None if getattr(args, "no_cache", True) else local_cache_root(args.cache_dir)
-    if cache_dir is not None:
-        check_folder("--cache-dir", cache_dir)
-    return SearchOptions(backend=getattr(args, "search_backend", "auto"),
-                         storage=getattr(args, "search_storage", "float32"),
-                         cache_dir=None if cache_dir is None else str(cache_dir),
-                         precision=getattr(args, "embedding_precision", "float32"),
-                         rescore=getattr(args, "rescore", None))
 
 
 def add_subcorpus_args(parser, what: str = "sub-corpus", *, seed_flag: bool = True,

@@ -19,22 +19,20 @@ from tapt.cli.eval_views import (
     read_labels,
     show_views,
 )
+from tapt.cli.inputs import opened_encoder, read_data, search_options
 from tapt.cli.options import (
     add_corpus_store_args,
     add_data_args,
     add_encoding_args,
     add_quiet_arg,
     add_source_args,
-    api_options,
     bm25_k1,
     check_outputs,
     data_inputs,
     fraction,
     margin_or_none,
     model_inputs,
-    model_options,
     rrf_k,
-    search_options,
     seed,
     skip_top,
     top_k,
@@ -121,15 +119,13 @@ def _check_outputs(args: argparse.Namespace) -> None:
                        ("--plot", getattr(args, "plot", None))], overwrite=args.overwrite,
                       inputs=inputs)
         if getattr(args, "format", "tapt") == "mteb":
-            from tapt.outputs import check_apart
+            from tapt.util.outputs import check_apart
 
             check_apart([("--mteb-dir", args.mteb_dir)], inputs)
 
 
 def _run_retrieval(args: argparse.Namespace, make_retriever) -> int:
-    from tapt.data.beir import strictness
     from tapt.data.fingerprint import remember_digests
-    from tapt.data.sources import load_data
     from tapt.data.subcorpus import subcorpus_ids
     from tapt.retrieval.evaluate import metrics_table
 
@@ -139,10 +135,7 @@ def _run_retrieval(args: argparse.Namespace, make_retriever) -> int:
         logger.warning("--top-k %d: recall@100 only counts the top %d passages", args.top_k,
                        args.top_k)
     tune_on = getattr(args, "tune_on", None)  # tapt eval --tune-on: that split too
-    dataset = load_data(args.data, args.config, [args.split, *([tune_on] if tune_on else [])],
-                        revision=args.revision, relevant_from=args.relevant_from,
-                        corpus_store=args.corpus_store, corpus_cache=args.corpus_cache,
-                        **strictness(args.lenient))
+    dataset = read_data(args, [args.split, *([tune_on] if tune_on else [])])
     labels = read_labels(args, dataset)  # tapt eval --by: before any encoding
     remember_digests(dataset, [args.split])  # what was read, before an hour of encoding
     query_sets = eval_extras.read_query_sets(args, dataset)  # --queries: before encoding
@@ -187,7 +180,6 @@ def _run_retrieval(args: argparse.Namespace, make_retriever) -> int:
 def cmd_eval(args: argparse.Namespace) -> int:
     progress = terminal.show_progress(args)
     from tapt.encoders.api import APIError
-    from tapt.encoders.factory import EncoderLoader
     from tapt.retrieval.factory import HybridOptions, build_retriever
 
     _check_outputs(args)
@@ -195,20 +187,16 @@ def cmd_eval(args: argparse.Namespace) -> int:
     check_serving_args(args)  # --backend / --embedding-precision / --rescore combinations
     hybrid = HybridOptions(fusion=args.fusion, rrf_k=args.rrf_k, alpha=args.alpha,
                            depth=args.fusion_depth) if args.hybrid else None
-    # checked now (an API model is built: a missing key fails before the data loads)
-    loader = EncoderLoader(args.model, model_options(args, progress=progress),
-                           api_options(args, [args.model]))
-    search = search_options(args)
-    try:
-        return _run_retrieval(args, lambda: build_retriever(
-            loader(), top_k=args.top_k, batch_size=args.batch_size, progress=progress,
-            hybrid=hybrid, search=search))
-    except APIError as err:
-        terminal.console.print(f"[red]error:[/red] {escape(str(err))}", highlight=False,
-                               soft_wrap=True)
-        return 1
-    finally:
-        loader.close()
+    with opened_encoder(args, args.model, progress=progress) as loader:
+        search = search_options(args)
+        try:
+            return _run_retrieval(args, lambda: build_retriever(
+                loader(), top_k=args.top_k, batch_size=args.batch_size, progress=progress,
+                hybrid=hybrid, search=search))
+        except APIError as err:
+            terminal.console.print(f"[red]error:[/red] {escape(str(err))}", highlight=False,
+                                   soft_wrap=True)
+            return 1
 
 
 def cmd_bm25(args: argparse.Namespace) -> int:
@@ -221,9 +209,6 @@ def cmd_bm25(args: argparse.Namespace) -> int:
 @multiprocess
 def cmd_mine(args: argparse.Namespace) -> int:
     progress = terminal.show_progress(args)
-    from tapt.data.beir import strictness
-    from tapt.data.sources import load_data
-    from tapt.encoders.factory import EncoderLoader
     from tapt.retrieval.factory import build_retriever, is_bm25
     from tapt.retrieval.mining import MiningSettings, mine, summary_table, write_mined
 
@@ -235,22 +220,15 @@ def cmd_mine(args: argparse.Namespace) -> int:
                               skip_top=args.skip_top, margin=args.margin,
                               sampling=args.sampling, seed=args.seed)
     settings.check()
-    loader = None if is_bm25(args.retriever) else EncoderLoader(
-        args.retriever, model_options(args, progress=progress),
-        api_options(args, [args.retriever]))  # e.g. openai:text-embedding-3-large as teacher
-    search = search_options(args)
-    try:
-        dataset = load_data(args.data, args.config, [args.split], revision=args.revision,
-                            relevant_from=args.relevant_from, corpus_store=args.corpus_store,
-                            corpus_cache=args.corpus_cache, **strictness(args.lenient))
+    with opened_encoder(args, args.retriever, progress=progress,  # e.g. openai:MODEL too
+                        lexical=is_bm25(args.retriever)) as loader:
+        search = search_options(args)
+        dataset = read_data(args, [args.split])
         retriever = build_retriever(args.retriever if loader is None else loader(),
                                     top_k=args.depth, batch_size=args.batch_size,
                                     progress=progress, search=search)
         records, summary = mine(retriever, dataset, args.split, settings,
                                 with_title=not args.no_title)
-    finally:
-        if loader is not None:
-            loader.close()
     if not is_main():  # under torchrun rank 0 alone writes and prints
         return 0
     from tapt.data.content import made_from
@@ -289,9 +267,6 @@ def add_score_parser(commands) -> None:
 @multiprocess
 def cmd_score(args: argparse.Namespace) -> int:
     progress = terminal.show_progress(args)
-    from tapt.data.beir import strictness
-    from tapt.data.sources import load_data
-    from tapt.encoders.factory import EncoderLoader
     from tapt.retrieval.factory import build_retriever, is_bm25
     from tapt.retrieval.teacher_scores import needed_pairs, score_pairs, write_teacher_scores
 
@@ -300,13 +275,9 @@ def cmd_score(args: argparse.Namespace) -> int:
                       inputs=[*data_inputs("--data", args.data, args.config),
                               *model_inputs("--teacher", args.teacher), ("--mined", args.mined)])
     lexical = is_bm25(args.teacher)
-    loader = None if lexical else EncoderLoader(
-        args.teacher, model_options(args, progress=progress), api_options(args, [args.teacher]))
-    search = search_options(args)  # a model teacher's passages go through the cache
-    try:
-        dataset = load_data(args.data, args.config, [args.split], revision=args.revision,
-                            relevant_from=args.relevant_from, corpus_store=args.corpus_store,
-                            corpus_cache=args.corpus_cache, **strictness(args.lenient))
+    with opened_encoder(args, args.teacher, progress=progress, lexical=lexical) as loader:
+        search = search_options(args)  # a model teacher's passages go through the cache
+        dataset = read_data(args, [args.split])
         mined = None
         if args.mined is not None:
             from tapt.data.mined import read_mined
@@ -319,9 +290,6 @@ def cmd_score(args: argparse.Namespace) -> int:
         # BM25's scores depend on the whole corpus (IDF, lengths); a model's do not.
         scores = score_pairs(retriever, dataset, pairs, with_title=not args.no_title,
                              corpus_ids=list(dataset.corpus) if lexical else None)
-    finally:
-        if loader is not None:
-            loader.close()
     if not is_main():  # under torchrun rank 0 alone writes and prints
         return 0
     from tapt.data.content import made_from

@@ -1,21 +1,38 @@
-"""``tapt soup``: choosing and combining trained models (model soups). torch and the
-training code are imported inside the handler."""
+"""``tapt merge``, ``tapt sweep`` and ``tapt soup``: choosing and combining trained models
+(:mod:`tapt.selection`). torch and the training code are imported inside the handlers."""
 
 from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import replace
 from pathlib import Path
 
 from rich.markup import escape
 
 from tapt.cli import terminal
-from tapt import bounds
-from tapt.cli.options import check_folder, soup_size
+from tapt.cli.options import (
+    add_quiet_arg,
+    add_relevance_arg,
+    add_subcorpus_args,
+    batch_size,
+    check_folder,
+    data_inputs,
+    family_help,
+    fraction,
+    relevant_from,
+    seed_list,
+    soup_size,
+    tokens_per_batch,
+)
+from tapt.encoders.precision import DTYPE_NAMES
+from tapt.util import bounds
 
 
 def add_parsers(commands) -> None:
-    """``tapt soup``."""
+    """``tapt merge``, ``tapt sweep``, ``tapt soup``."""
+    _add_merge_parser(commands)
+    _add_sweep_parser(commands)
     soup = commands.add_parser(
         "soup", help="average several finished runs of one base model (greedy or uniform "
                      "model soup, picked on their shared dev set) into a new export")
@@ -36,9 +53,249 @@ def add_parsers(commands) -> None:
                       default="float32", help="dtype of the exported weights")
 
 
+def _add_merge_parser(commands) -> None:
+    from tapt.retrieval.metrics import METRIC_KEYS
+
+    merge = commands.add_parser(
+        "merge", help="average the weights of models of one architecture into a new export "
+                      "(e.g. a fine-tuned model with its base, against forgetting)")
+    merge.add_argument("models", nargs="+", metavar="MODEL",
+                       help="two or more: Hub id, folder (e.g. runs/x/final) or "
+                            "package:NAME/sub/path; tokenizer, pooling and prompts are the "
+                            "first one's")
+    merge.add_argument("--output", type=Path, required=True,
+                       help="folder of the merged model (must not exist)")
+    merge.add_argument("--weights", type=fraction, nargs="+", default=None, metavar="W",
+                       help="one weight per model, in order, summing to 1 (default: equal)")
+    merge.add_argument("--overwrite", action="store_true",
+                       help="replace --output when it is a tapt export")
+    merge.add_argument("--family", default="auto", help=family_help())
+    merge.add_argument("--trust-remote-code", action="store_true",
+                       help="allow the models' own code from the Hub (off by default)")
+    merge.add_argument("--export-dtype", choices=("float32", "bfloat16", "float16"),
+                       default="float32", help="dtype of the saved weights (default float32)")
+    pick = merge.add_argument_group(
+        "picking the weight on dev (two models: put the fine-tuned one first)")
+    pick.add_argument("--pick-on-dev", default=None, metavar="DATA",
+                      help="BEIR folder or Hub dataset id: evaluate each --grid weight on its "
+                           "dev split as tapt eval does and keep the best; or a tapt run "
+                           "folder: its recipe's own dev set (a carved dev split, its "
+                           "sub-corpus and encoding settings; the data flags are not used)")
+    pick.add_argument("--grid", type=fraction, nargs="+", default=None, metavar="W",
+                      help="weights of the first model to try (the second gets 1 - W; "
+                           "default: 0 0.25 0.5 0.75 1)")
+    pick.add_argument("--metric", choices=METRIC_KEYS, default="binary_ndcg@10",
+                      help="dev metric that picks (ties: the larger weight on the first model)")
+    pick.add_argument("--config", default=None, help="Hub config or subfolder")
+    pick.add_argument("--revision", default=None, help="Hub dataset revision")
+    pick.add_argument("--lenient", action="store_true",
+                      help="accept empty passages and queries without a relevant passage")
+    add_relevance_arg(pick)
+    pick.add_argument("--no-title", action="store_true", help="encode passages without title")
+    add_subcorpus_args(pick, "dev sub-corpus")
+    pick.add_argument("--batch-size", type=batch_size, default=32,
+                      help="texts per encoding batch")
+    pick.add_argument("--max-tokens-per-batch", type=tokens_per_batch, default=None,
+                      help="padded tokens per encoding batch (default: batch size x maximum "
+                           "sequence length)")
+    pick.add_argument("--dtype", choices=DTYPE_NAMES, default="auto",
+                      help="encoding precision (auto: bfloat16 on a CUDA GPU, else float32)")
+    pick.add_argument("--device", default=None,
+                      help="torch device such as cuda:1 or cpu (default: a GPU when there is one)")
+    add_quiet_arg(pick)
+    guard = merge.add_argument_group(
+        "a guard criterion for --pick-on-dev: the best dev weight whose guard metric is at "
+        "least the second model's (w = 0, evaluated too) minus --guard-tolerance")
+    guard.add_argument("--guard-data", default=None, metavar="DATA",
+                       help="a second (out-of-domain) local BEIR folder, e.g. Cranfield, "
+                            "evaluated on its whole corpus at every weight")
+    # None defaults (GUARD_DEFAULTS fills them): a guard flag without --guard-data is refused
+    guard.add_argument("--guard-split", default=None, help="its split (default test)")
+    guard.add_argument("--guard-tolerance", type=fraction, default=None, metavar="T",
+                       help="guard metric a pick may lose against the second model "
+                            "(default 0.01)")
+    guard.add_argument("--guard-lenient", action="store_true",
+                       help="read the guard data leniently (empty passages: Cranfield)")
+    guard.add_argument("--guard-relevant-from", type=relevant_from, default=None,
+                       metavar="auto|N",
+                       help="lowest relevant grade of the guard data (default auto)")
+
+
+
+def cmd_merge(args: argparse.Namespace) -> int:
+    from rich.table import Table
+
+    from tapt.retrieval.metrics import METRIC_KEYS
+    from tapt.selection.merge import DEFAULT_GRID, DevSettings, check_request, merge
+    from tapt.selection.merge_export import check_merge_output
+    from tapt.training.weights import MergeError
+
+    if args.grid is not None and args.pick_on_dev is None:
+        raise MergeError("--grid needs --pick-on-dev")
+    _check_guard_flags(args)
+    grid = (args.grid or list(DEFAULT_GRID)) if args.pick_on_dev else None
+    check_request(len(args.models), args.weights, grid)
+    run_recipe = Path(args.pick_on_dev or "") / "recipe.yaml"
+    run = None
+    if args.pick_on_dev and run_recipe.is_file():  # a run folder: its recipe's inputs too
+        from tapt.recipe import load_recipe
+        from tapt.training.run_start import input_paths
+
+        run = load_recipe(run_recipe)
+        dev_inputs = [("--pick-on-dev", Path(args.pick_on_dev)), *input_paths(run)]
+    else:
+        dev_inputs = data_inputs("--pick-on-dev", args.pick_on_dev, args.config)
+    check_merge_output(args.output, args.models, overwrite=args.overwrite,
+                       inputs=dev_inputs + data_inputs("--guard-data", args.guard_data))
+    check_folder("--output", args.output.parent, shown=args.output)
+    dev = None
+    if run is not None:  # a run folder: its own dev set
+        from tapt.selection.soup import dev_settings
+
+        dev = replace(dev_settings(run), grid=grid, metric=args.metric,
+                      device=args.device, progress=terminal.show_progress(args),
+                      guard=_guard_set(args))
+    elif args.pick_on_dev:
+        from tapt.data.beir import strictness
+        from tapt.data.sources import load_data
+        from tapt.data.subcorpus import subcorpus_ids
+
+        dataset = load_data(args.pick_on_dev, args.config, ["dev"], revision=args.revision,
+                            relevant_from=args.relevant_from, **strictness(args.lenient))
+        dev = DevSettings(dataset, grid=grid, metric=args.metric,
+                          corpus_ids=subcorpus_ids(dataset, "dev", distractors=args.distractors,
+                                                   fraction=args.fraction, seed=args.seed),
+                          with_title=not args.no_title, batch_size=args.batch_size,
+                          max_tokens_per_batch=args.max_tokens_per_batch, dtype=args.dtype,
+                          device=args.device, progress=terminal.show_progress(args),
+                          guard=_guard_set(args))
+    result = merge(args.models, args.output, weights=args.weights, dev=dev, family=args.family,
+                   trust_remote_code=args.trust_remote_code, overwrite=args.overwrite,
+                   export_dtype=args.export_dtype)
+    if result.selection is not None:
+        selection = result.selection
+        table = Table(title=f"dev metrics by weight of {args.models[0]} ({args.models[1]} gets "
+                            f"1 - w); picked on {selection.metric}")
+        table.add_column("weight", justify="right")
+        for key in METRIC_KEYS:
+            table.add_column(key, justify="right")
+        guarded = args.guard_data is not None
+        if guarded:
+            table.add_column(f"guard {selection.metric}", justify="right")
+        table.add_column("")
+        for point in selection.points:
+            guard_cell = [f"{point.guard[selection.metric]:.4f}"] if guarded else []
+            table.add_row(f"{point.weight:g}", *(f"{point.metrics[k]:.4f}" for k in METRIC_KEYS),
+                          *guard_cell, "picked" if point.weight == selection.picked else "")
+        terminal.console.print(table)
+    shown = ", ".join(f"{weight:g}" for weight in result.weights)
+    terminal.console.print(f"merged model (weights {shown}) written to {result.output}",
+                           highlight=False, soft_wrap=True)
+    return 0
+
+
+
+GUARD_DEFAULTS = {"guard_split": "test", "guard_tolerance": 0.01, "guard_relevant_from": "auto"}
+"""``tapt merge``'s guard flags' defaults, filled in once ``--guard-data`` is known given."""
+
+
+def _check_guard_flags(args: argparse.Namespace) -> None:
+    """``--guard-data`` needs ``--pick-on-dev`` and the other guard flags need
+    ``--guard-data`` (they would do nothing); fills their defaults (:data:`GUARD_DEFAULTS`)."""
+    from tapt.training.weights import MergeError
+
+    if args.guard_data is None:
+        given = [key for key in GUARD_DEFAULTS if getattr(args, key) is not None]
+        given += ["guard_lenient"] if args.guard_lenient else []
+        if given:
+            raise MergeError(f"--{given[0].replace('_', '-')} needs --guard-data (the guard "
+                             "flags describe the guard set)")
+    elif args.pick_on_dev is None:
+        raise MergeError("--guard-data needs --pick-on-dev")
+    for key, value in GUARD_DEFAULTS.items():
+        if getattr(args, key) is None:
+            setattr(args, key, value)
+
+
+def _guard_set(args: argparse.Namespace):
+    """``--guard-data``'s :class:`~tapt.selection.merge.GuardSet` (None without it)."""
+    if args.guard_data is None:
+        return None
+    from tapt.selection.merge import GuardSet
+    from tapt.training.guard_data import load_guard_data
+
+    dataset = load_guard_data(args.guard_data, args.guard_split,
+                              relevant_from=args.guard_relevant_from, lenient=args.guard_lenient)
+    return GuardSet(dataset, split=args.guard_split, tolerance=args.guard_tolerance)
+
+
+# tapt sweep (tapt.selection.sweep) ------------------------------------------------------
+
+def _add_sweep_parser(commands) -> None:
+    sweep = commands.add_parser(
+        "sweep", help="grid search: one tapt train run per combination of the keys' values "
+                      "(x --seeds), resumable; the winner by mean dev")
+    sweep.add_argument("recipe", type=Path, help="recipe YAML, e.g. recipes/quickstart.yaml")
+    sweep.add_argument("overrides", nargs="*", metavar="key=v1,v2",
+                       help="a recipe key and its values, split on top-level commas only "
+                            "(loss.matryoshka_dims=[64,32],[32,16] is two lists); one value "
+                            "fixes the key for every trial")
+    sweep.add_argument("--seeds", type=seed_list, default=None, metavar="S1,S2",
+                       help="training.seed values, e.g. 0,1,2; settings are ranked by mean dev "
+                            "over them (default: the recipe's seed)")
+    sweep.add_argument("--output", type=Path, default=None,
+                       help="sweep folder: one run folder per trial, sweep.json, sweep.md; "
+                            "new, empty or made by a sweep, and locked while it runs "
+                            "(default: the recipe's output_dir + -sweep)")
+    sweep.add_argument("--test", action="store_true",
+                       help="also evaluate each trial on the test split (reported, never used "
+                            "to pick)")
+    sweep.add_argument("--soup", type=soup_size, default=None,
+                       metavar="K",
+                       help="then cook a greedy model soup of the K trials with the best dev "
+                            "metric into SWEEP/soup (tapt soup); with --test, its test "
+                            "metrics against the best trial's, with the paired test "
+                            f"[range: {bounds.SOUP_SIZE.documented}]")
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from rich.table import Table
+
+    from tapt.selection.sweep import plan_sweep, run_sweep, setting_rows
+
+    plan = plan_sweep(args.recipe, args.overrides, seeds=args.seeds, output=args.output,
+                      run_test=args.test)  # every trial checked before training is imported
+    result = run_sweep(plan)
+    from tapt.training.distributed import is_main_process
+
+    if not is_main_process():
+        return 0
+    header, rows = setting_rows(result, args.test)
+    table = Table(title=f"{args.recipe.name}: sweep, best dev checkpoint of each trial")
+    for number, column in enumerate(header):
+        table.add_column(column, justify="left" if number == 0 else "right")
+    for row in rows:
+        table.add_row(*(escape(cell) for cell in row))
+    terminal.console.print(table)
+    best = result.best_trial
+    if best is not None:
+        terminal.console.print(f"winner: {escape(result.winner.setting)}; its best trial's model: "
+                               f"{best.folder / 'final'}", highlight=False, soft_wrap=True)
+    if result.note:
+        terminal.console.print(f"note: {escape(result.note)}", highlight=False)
+    for trial in result.failed:
+        terminal.console.print(f"[red]{trial.status}:[/red] {escape(trial.name)}: "
+                               f"{escape(trial.error or '')}", highlight=False, soft_wrap=True)
+    terminal.console.print(f"sweep written to {result.folder / 'sweep.json'} and sweep.md",
+                           highlight=False, soft_wrap=True)
+    if args.soup is not None:
+        soup_of_sweep(result, args.soup, with_test=args.test)
+    return 1 if result.failed else 0
+
+
 def expand_runs(paths: list[Path]) -> list[Path]:
     """Run folders: a sweep folder (``sweep.json``) becomes its finished trials' folders."""
-    from tapt.training.merge_types import MergeError
+    from tapt.training.weights import MergeError
 
     runs: list[Path] = []
     for path in paths:
@@ -57,7 +314,7 @@ def expand_runs(paths: list[Path]) -> list[Path]:
 
 def top_runs(runs: list[Path], top: int | None) -> list[Path]:
     """The ``top`` runs with the best recorded best-dev metric (all without ``top``)."""
-    from tapt.training.soup import read_ingredient
+    from tapt.selection.soup import read_ingredient
 
     if top is None:
         return runs
@@ -68,7 +325,7 @@ def top_runs(runs: list[Path], top: int | None) -> list[Path]:
 
 
 def cmd_soup(args: argparse.Namespace) -> int:
-    from tapt.training.soup import soup
+    from tapt.selection.soup import soup
 
     check_folder("--output", args.output.parent, shown=args.output)
     runs = top_runs(expand_runs(args.runs), args.top)
@@ -94,7 +351,7 @@ def soup_of_sweep(result, top: int, *, with_test: bool) -> None:
     with ``with_test``, its test metrics (``SWEEP/soup-test.json``) and a paired test
     against the best trial's, printed as ``tapt compare --baseline`` prints them."""
     from tapt.analysis.compare import compare_results, markdown_table
-    from tapt.training.soup import soup
+    from tapt.selection.soup import soup
 
     done = [t for t in result.trials if t.status == "finished" and t.dev
             and result.metric in t.dev]
@@ -139,4 +396,4 @@ def test_of_export(recipe, model_folder: Path) -> Path:
     return target
 
 
-COMMANDS = {"soup": cmd_soup}
+COMMANDS = {"merge": cmd_merge, "sweep": cmd_sweep, "soup": cmd_soup}

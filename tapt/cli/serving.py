@@ -6,6 +6,7 @@ Models and sentence-transformers are imported inside the handler."""
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 from pathlib import Path
 
 from tapt.cli import terminal
@@ -67,7 +68,7 @@ def show_index(info: dict) -> None:
     precision = search.get("embedding_precision", "float32")
     if precision == "float32":
         return
-    from tapt.files import human
+    from tapt.util.files import human
 
     rescore = search.get("rescore_multiplier")
     terminal.console.print(
@@ -137,11 +138,10 @@ def calibration_texts(args: argparse.Namespace) -> tuple[str, ...]:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from dataclasses import replace
-
     from tapt.encoders.backends import require_backend
     from tapt.encoders.factory import ModelOptions
-    from tapt.encoders.loading import check_model_source, resolve_model_path
+    from tapt.encoders.loading import check_model_source
+    from tapt.encoders.model_paths import resolve_model_path
     from tapt.training.backend_export import (
         ExportSettings,
         check_export_output,

@@ -1,7 +1,7 @@
 """How ``tapt`` commands print: one console (so tests can swap it), its width, and when
 progress bars and info lines show.
 
-- Every printed line is redacted (:class:`tapt.redaction.RedactingConsole`).
+- Every printed line is redacted (:class:`tapt.util.redaction.RedactingConsole`).
 - On a terminal the console takes the terminal's width; piped or redirected (a log, a CI
   job) it takes ``COLUMNS`` when set, else :data:`PIPED_WIDTH`, so tables are not cut
   or wrapped at rich's default of 80 columns.
@@ -19,7 +19,7 @@ from contextlib import contextmanager
 
 from rich.console import Console
 
-from tapt.redaction import RedactingConsole
+from tapt.util.redaction import RedactingConsole
 
 PIPED_WIDTH = 200
 """Console width when stdout is not a terminal and ``COLUMNS`` is not set."""

@@ -3,11 +3,11 @@
 A ~1M-passage FormBench corpus is ~6 GB of text; as a ``dict[str, Passage]`` it takes
 over twice that in Python objects, and ``tapt eval`` used to copy every text once more.
 :func:`open_arrow_corpus` instead streams ``corpus.jsonl`` once through the same
-validation as :func:`tapt.data.beir.parse_corpus` (ids by :mod:`tapt.ids`, required
+validation as :func:`tapt.data.beir.parse_corpus` (ids by :mod:`tapt.util.ids`, required
 fields, duplicate ids: a :class:`~tapt.data.beir.DataError` naming file, line and field),
 writing record batches to an Arrow IPC file, then memory-maps it. What stays in Python is
 the id -> row map (~150 bytes a passage); the texts are file-backed pages the kernel
-can drop. As the encoder streams through the texts, :class:`~tapt.mapped_file.MappedFile`
+can drop. As the encoder streams through the texts, :class:`~tapt.util.mapped_file.MappedFile`
 drops the pages it has read from this process's resident set (``madvise(MADV_DONTNEED)``)
 every 256 MiB, so peak RSS does not grow by the whole ~6 GB file over a full encode (the
 kernel's page cache still serves a re-read). :class:`ArrowCorpus` is a read-only
@@ -17,7 +17,7 @@ in chunks.
 
 The Arrow file is cached under ``cache_dir`` (default ``$TAPT_CACHE_DIR/corpus`` or
 ``~/.cache/tapt/corpus``), keyed by the file's path, a SHA-256 of its content (one streamed
-pass, :mod:`tapt.digests`: an edit that keeps the size and mtime is a new version) and the
+pass, :mod:`tapt.util.digests`: an edit that keeps the size and mtime is a new version) and the
 validation options, and reused while the content is unchanged (it was validated when
 written); a new version of the file replaces the old one's Arrow file (a 1M-passage corpus
 takes ~6 GB). The Arrow file's own digest is written beside it (``NAME.arrow.digest.json``)
@@ -42,10 +42,11 @@ from typing import Literal
 
 import numpy as np
 
-from tapt.cache_entries import CacheEntry
-from tapt.data.beir import Passage, checked_passages, iter_jsonl
-from tapt.digests import check_sidecar, file_digest, file_record, sidecar_path, write_sidecar
-from tapt.mapped_file import MappedFile
+from tapt.data.beir import Passage, checked_passages, read_corpus
+from tapt.data.lines import iter_jsonl
+from tapt.util.cache_entries import CacheEntry
+from tapt.util.digests import check_sidecar, file_digest, file_record, sidecar_path, write_sidecar
+from tapt.util.mapped_file import MappedFile
 
 logger = logging.getLogger(__name__)
 
@@ -213,8 +214,6 @@ def open_arrow_corpus(path: str | os.PathLike, *, allow_empty: bool = False,
     streamed pass."""
     path = Path(path)
     if not path.is_file():
-        from tapt.data.beir import read_corpus
-
         read_corpus(path)  # the dict reader's message for a missing or odd file
     content = file_digest(path)  # the key: what the file holds, not its size and mtime
     corpus = cached_arrow_corpus(lambda: iter_jsonl(path), str(path), str(path.resolve()),

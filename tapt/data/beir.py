@@ -5,7 +5,7 @@ A BEIR folder holds ``corpus.jsonl`` (``_id``, ``title``, ``text``), ``queries.j
 FormBench grades its qrels: 3 = anchor, 2 = hard negative, 1 = soft negative; most public
 BEIR sets mark relevant passages with 1. Which grade is relevant is the dataset's
 :class:`~tapt.data.relevance.RelevanceRule` (``auto``: FormBench's when a grade of 3 or
-more occurs, else BEIR's). Ids follow :mod:`tapt.ids` (no whitespace or control
+more occurs, else BEIR's). Ids follow :mod:`tapt.util.ids` (no whitespace or control
 characters). Loading a split also reads the query ids of the other qrels files present:
 a query judged in two splits is an error for training and a warning for evaluation.
 
@@ -20,12 +20,21 @@ import csv
 import json
 import logging
 import os
-import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from tapt.data import lines as line_reader
+from tapt.data.lines import (  # noqa: F401 (importable from here, as before)
+    MAX_LINE_BYTES,
+    UTF8_BOM,
+    DataError,
+    check_id,
+    decoded_lines,
+    iter_jsonl,
+    string_field,
+)
 from tapt.data.relevance import (  # noqa: F401  (the grades, importable from here too)
     ANCHOR,
     HARD_NEGATIVE,
@@ -33,37 +42,19 @@ from tapt.data.relevance import (  # noqa: F401  (the grades, importable from he
     RelevanceRule,
     choose_rule,
 )
-from tapt.ids import id_problem
+from tapt.util.ids import id_problem
 
 logger = logging.getLogger(__name__)
 
 LeakPolicy = Literal["error", "warn"]
 SPLITS = ("train", "dev", "test")
 QRELS_HEADER = ("query-id", "corpus-id", "score")
-MAX_LINE_BYTES = 32 * 2**20
-"""A longer line is refused (a corpus line is one passage; this bounds the memory a
-file without line ends can take)."""
 MAX_GRADE = 1000
 """qrels scores must lie in [-MAX_GRADE, MAX_GRADE]: trec_eval allocates memory per grade
 level (a score of 2**31 takes over 16 GB)."""
-UTF8_BOM = b"\xef\xbb\xbf"
-_SURROGATE = re.compile(r"[\ud800-\udfff]")
 
 Qrels = dict[str, dict[str, int]]
 """query id -> {corpus id -> graded relevance}."""
-
-
-class DataError(ValueError):
-    """Invalid dataset input. The message names the file, the line and the field."""
-
-    def __init__(self, path: str | os.PathLike, message: str, line: int | None = None,
-                 field_name: str | None = None) -> None:
-        self.path = str(path)
-        self.line = line
-        self.field = field_name
-        where = self.path if line is None else f"{self.path}:{line}"
-        what = f"field '{field_name}': " if field_name else ""
-        super().__init__(f"{where}: {what}{message}")
 
 
 @dataclass
@@ -118,86 +109,6 @@ class BeirDataset:
     def judged_ids(self, split: str) -> set[str]:
         """Every corpus id that carries a judgment in ``split``."""
         return {doc for docs in self.split(split).values() for doc in docs}
-
-
-def decoded_lines(path: Path) -> Iterator[tuple[int, str]]:
-    """``(line number, text)`` pairs of a UTF-8 file with LF or CRLF line ends (a UTF-8 BOM
-    at its start is skipped). An error names the line for bytes that are not UTF-8 (UTF-16
-    included), a NUL byte, a lone CR, a BOM further on, or a line over ``MAX_LINE_BYTES``."""
-    limit = MAX_LINE_BYTES
-    try:
-        handle = path.open("rb")
-    except OSError as err:
-        raise DataError(path, f"cannot read ({err.strerror or err})") from None
-    with handle:
-        for number, raw in enumerate(iter(lambda: handle.readline(limit + 1), b""), start=1):
-            if len(raw) > limit:
-                raise DataError(path, f"line longer than {limit:,} bytes", number)
-            if number == 1 and raw.startswith((b"\xff\xfe", b"\xfe\xff")):
-                raise DataError(path, "UTF-16 or UTF-32 text (byte-order mark); save it as "
-                                      "UTF-8", number)
-            if raw.startswith(UTF8_BOM):
-                if number > 1:
-                    raise DataError(path, "a UTF-8 byte-order mark starts the line (files "
-                                          "concatenated?)", number)
-                raw = raw[len(UTF8_BOM):]
-            if b"\x00" in raw:
-                column = raw.index(b"\x00") + 1
-                raise DataError(path, f"NUL byte at byte {column} (a binary or UTF-16 file?)",
-                                number)
-            if b"\r" in raw.rstrip(b"\r\n"):
-                raise DataError(path, "carriage return inside the line (CR-only line ends? "
-                                      "use LF or CRLF)", number)
-            try:
-                yield number, raw.decode("utf-8")
-            except UnicodeDecodeError as err:
-                raise DataError(path, f"not valid UTF-8 (byte {err.start + 1})", number) from None
-
-
-def iter_jsonl(path: Path) -> Iterator[tuple[int, dict]]:
-    for number, raw in decoded_lines(path):
-        if not raw.strip():
-            continue
-        try:
-            record = json.loads(raw)
-        except json.JSONDecodeError as err:
-            raise DataError(path, f"malformed JSON ({err.msg} at column {err.colno})",
-                            number) from None
-        except RecursionError:
-            raise DataError(path, "malformed JSON (nested too deeply)", number) from None
-        except ValueError as err:  # e.g. an integer over Python's 4,300-digit limit
-            raise DataError(path, f"malformed JSON ({str(err).split(':')[0]})", number) from None
-        if not isinstance(record, dict):
-            raise DataError(path, "expected a JSON object", number)
-        yield number, record
-
-
-def string_field(path: str | os.PathLike, line: int, record: dict, name: str, *, required: bool = True,
-                  allow_empty: bool = False) -> str:
-    if name not in record or record[name] is None:
-        if required:
-            raise DataError(path, "missing", line, name)
-        return ""
-    value = record[name]
-    if isinstance(value, int) and not isinstance(value, bool) and name == "_id":
-        value = str(value)
-    if not isinstance(value, str):
-        raise DataError(path, f"expected a string, got {type(value).__name__}", line, name)
-    if name == "_id":
-        check_id(path, line, value, name)
-    if not value.isascii() and _SURROGATE.search(value):  # isascii: the fast common case
-        raise DataError(path, f"lone surrogate {_SURROGATE.search(value).group()!r}: not "
-                              "encodable as UTF-8", line, name)
-    if not allow_empty and not value.strip():
-        raise DataError(path, "empty", line, name)
-    return value
-
-
-def check_id(path: str | os.PathLike, line: int | None, value: str, name: str) -> None:
-    """Refuse an id that breaks :mod:`tapt.ids`' rule, naming the file, line and field."""
-    problem = id_problem(value)
-    if problem:
-        raise DataError(path, problem, line, name)
 
 
 def max_grade(splits: Iterable[Qrels]) -> int | None:
@@ -270,7 +181,7 @@ def read_qrels(path: str | os.PathLike, corpus_ids: Iterable[str] | None = None,
                relevant_from: int | str = "auto") -> Qrels:
     """Read and validate one ``qrels/{split}.tsv``.
 
-    Checks the header, integer scores, ids (:mod:`tapt.ids`), duplicate pairs, ids unknown
+    Checks the header, integer scores, ids (:mod:`tapt.util.ids`), duplicate pairs, ids unknown
     to the corpus or the queries (when given), empty splits, and, with ``require_anchor``,
     that every query has a relevant passage under the rule ``relevant_from`` (``auto``:
     decided on this file's grades, see :func:`~tapt.data.relevance.choose_rule`).
@@ -459,7 +370,7 @@ def read_judged_ids(path: str | os.PathLike) -> tuple[set[str], int | None]:
     top: int | None = None
     if not path.is_file():  # a FIFO or a device would block or never end
         return ids, top
-    limit = MAX_LINE_BYTES
+    limit = line_reader.MAX_LINE_BYTES  # read here, so that a patched limit applies
     try:
         with path.open("rb") as handle:
             for raw in iter(lambda: handle.readline(limit + 1), b""):
@@ -521,7 +432,7 @@ def check_disjoint_splits(qrels: dict[str, Qrels], files: dict[str, str | os.Pat
 def write_beir(folder: str | os.PathLike, corpus: dict[str, Passage], queries: dict[str, str],
                qrels: dict[str, Qrels]) -> Path:
     """Write a BEIR folder. Refuses to overwrite a folder that already holds a dataset, and
-    ids that :mod:`tapt.ids` refuses (what it writes, it reads back)."""
+    ids that :mod:`tapt.util.ids` refuses (what it writes, it reads back)."""
     folder = Path(folder)
     if (folder / "corpus.jsonl").exists() or (folder / "qrels").exists():
         raise FileExistsError(f"{folder} already holds a BEIR dataset; choose another folder "

@@ -1,7 +1,7 @@
 """What a file made from a dataset records about it, and the check when it is read back.
 
 ``tapt score`` and ``tapt mine`` write, beside their output, a digest record
-(:func:`tapt.digests.write_sidecar`, ``NAME.digest.json``) holding the file's own digest and
+(:func:`tapt.util.digests.write_sidecar`, ``NAME.digest.json``) holding the file's own digest and
 :func:`made_from`: the content digests of the data it was made from (the corpus, the
 queries, the split's qrels) and the split. :func:`check_made_from` is what a reader calls
 first: the file must still be what was written, and the dataset it is used with must be
@@ -25,7 +25,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from tapt.data.beir import BeirDataset, DataError
-from tapt.digests import (
+from tapt.util.digests import (
     ALGORITHM,
     DigestMismatch,
     file_digest,

@@ -52,7 +52,7 @@ def files_digest(paths: Sequence[str | os.PathLike]) -> str:
 
 def ids_digest(ids: Iterable[str]) -> str:
     """SHA-256 of ``ids``, one per line, in the order given (ids hold no line breaks:
-    :mod:`tapt.ids`)."""
+    :mod:`tapt.util.ids`)."""
     digest = hashlib.new(ALGORITHM)
     for item in ids:
         digest.update(item.encode("utf-8") + b"\n")

@@ -8,7 +8,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from tapt.data.beir import DataError, iter_jsonl
+from tapt.data.lines import DataError, iter_jsonl
 
 NO_LABEL = "(none)"
 """The group of the queries without a label (``tapt eval --by``); no query label may be it."""

@@ -2,7 +2,7 @@
 
 Every line must be a JSON object with a ``query_id`` of the training split and a
 ``negatives`` list of objects whose ``id`` is a corpus passage that is not an anchor of
-that query (relevant under the dataset's relevance rule); ids follow :mod:`tapt.ids`;
+that query (relevant under the dataset's relevance rule); ids follow :mod:`tapt.util.ids`;
 ``rank`` and ``score``, when present, must be numbers. A bad line is an error naming the
 file, the line and the field, raised before any model is loaded. First, the digest record
 ``tapt mine`` writes beside the file is checked (:func:`tapt.data.content.check_made_from`):
@@ -13,10 +13,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tapt.data.beir import BeirDataset, DataError, check_id, iter_jsonl
+from tapt.data.beir import BeirDataset, DataError
 from tapt.data.content import check_made_from
+from tapt.data.lines import check_id, iter_jsonl
 from tapt.data.splits import carved_off
-from tapt.finite import finite_number
+from tapt.util.finite import finite_number
 
 
 def read_mined(path: str | Path, dataset: BeirDataset, split: str) -> dict[str, list[str]]:

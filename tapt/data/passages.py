@@ -12,7 +12,7 @@ import random
 from collections.abc import Sequence
 from pathlib import Path
 
-from tapt.data.beir import DataError, decoded_lines, iter_jsonl, string_field
+from tapt.data.lines import DataError, decoded_lines, iter_jsonl, string_field
 from tapt.data.sources import load_data
 
 

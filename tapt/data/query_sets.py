@@ -13,7 +13,8 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from tapt.data.beir import DataError, Qrels, _require_file, iter_jsonl, parse_queries
+from tapt.data.beir import DataError, Qrels, _require_file, parse_queries
+from tapt.data.lines import iter_jsonl
 
 
 def read_query_set(path: str | os.PathLike, qrels: Qrels, split_file: str) -> dict[str, str]:

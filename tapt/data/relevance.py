@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from tapt.bounds import GRADE
+from tapt.util.bounds import GRADE
 
 ANCHOR = 3
 HARD_NEGATIVE = 2
@@ -84,7 +84,7 @@ def choose_rule(relevant_from: int | str = "auto", max_grade: int | None = None
 
 
 def parse_relevant_from(value: int | str) -> int | str:
-    """``auto`` or a grade in [1, 1000] (:data:`tapt.bounds.GRADE`; an int or its decimal
+    """``auto`` or a grade in [1, 1000] (:data:`tapt.util.bounds.GRADE`; an int or its decimal
     string); ValueError otherwise."""
     if value == "auto":
         return value

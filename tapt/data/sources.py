@@ -30,7 +30,8 @@ from tapt.data.beir import (
     parse_queries,
     read_judged_ids,
 )
-from tapt.ids import hub_id_problem, is_hub_id  # noqa: F401  (re-exported: their old home)
+from tapt.util.files import check_writable
+from tapt.util.ids import is_hub_id
 
 # datasets and huggingface_hub are imported when a Hub dataset is loaded: reading a local
 # BEIR folder (and importing tapt) does not import them.
@@ -87,8 +88,6 @@ def check_corpus_cache(folder: str | os.PathLike | None) -> None:
     """``corpus_cache`` must be a folder, or one that can be created: a file there (or
     above it) is a :class:`DataError` naming it, before anything is read. A read-only
     folder passes (a shared cache is read as it is)."""
-    from tapt.files import check_writable
-
     if folder is None:
         return
     try:

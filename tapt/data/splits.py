@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 from tapt.data.beir import BeirDataset, DataError
 
@@ -127,8 +128,6 @@ def carved_off(dataset: BeirDataset, split: str) -> dict:
 def check_no_split_file(path: str, config: str | None, split: str) -> None:
     """Refuse a carve where the local folder has ``qrels/<split>.tsv`` of its own: the
     dataset's dev split would be ignored silently (a Hub dataset is not looked at)."""
-    from pathlib import Path
-
     folder = Path(path) / config if config and (Path(path) / config).is_dir() else Path(path)
     own = folder / "qrels" / f"{split}.tsv"
     if own.is_file():

@@ -158,11 +158,6 @@ def build_training_rows(dataset: BeirDataset, split: str = "train", *,
     return DatasetDict(named)
 
 
-build_triplets = build_training_rows
-"""Deprecated name of :func:`build_training_rows` (its rows are pairs, triplets, quadruplets
-or longer tuples)."""
-
-
 def group_name(columns: tuple[str, ...]) -> str:
     """``pairs``, ``triplets``, ``quadruplets``, else ``tuples_N`` (N columns)."""
     return {2: "pairs", 3: "triplets", 4: "quadruplets"}.get(len(columns),

@@ -13,7 +13,7 @@ from typing import Literal
 
 import numpy as np
 
-from tapt.bounds import POSITIVE_INT
+from tapt.util.bounds import POSITIVE_INT
 
 TextKind = Literal["query", "document"]
 

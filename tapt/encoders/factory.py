@@ -15,7 +15,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tapt.bounds import (
+from tapt.encoders.api import is_api_model, load_api_encoder
+from tapt.encoders.backends import check_backend_name, require_backend
+from tapt.encoders.base import Encoder, TruncatedEncoder
+from tapt.encoders.loading import ModelSpec, load_sentence_transformer
+from tapt.encoders.long_passages import LongPassageError, LongPassages
+from tapt.encoders.sentence import SentenceTransformerEncoder
+from tapt.util.bounds import (
     BATCH_SIZE,
     CONCURRENCY,
     RATE,
@@ -24,12 +30,6 @@ from tapt.bounds import (
     WIDTH,
     check_optional,
 )
-from tapt.encoders.api import is_api_model, load_api_encoder
-from tapt.encoders.backends import check_backend_name, require_backend
-from tapt.encoders.base import Encoder, TruncatedEncoder
-from tapt.encoders.loading import ModelSpec, load_sentence_transformer
-from tapt.encoders.long_passages import LongPassageError, LongPassages
-from tapt.encoders.sentence import SentenceTransformerEncoder
 
 __all__ = ["APIOptions", "EncoderLoader", "ModelOptions", "is_api_model", "load_model",
            "open_encoder", "wrap_model"]

@@ -14,22 +14,22 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from tapt.bounds import POSITIVE_INT, check_optional
 from tapt.encoders.backends import check_backend_matches, check_backend_name, require_backend
+from tapt.encoders.model_paths import resolve_model_path
 from tapt.encoders.precision import resolve_dtype, torch_dtype
-from tapt.encoders.presets import FamilyPreset, get_preset
+from tapt.encoders.presets import get_preset
 from tapt.encoders.tokenizer_check import check_tokenizer
-from tapt.ids import is_hub_id
-from tapt.model_paths import PACKAGE_SCHEME, resolve_model_path
+from tapt.util.bounds import POSITIVE_INT, check_optional
+from tapt.util.families import FamilyPreset
+from tapt.util.ids import is_hub_id
 
 # sentence-transformers, tokenizers and huggingface_hub are imported inside the functions
 # that use them: importing tapt (a recipe check, ``tapt --help``) must not import torch.
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["PACKAGE_SCHEME", "ModelSpec", "check_model_source", "configure",
-           "could_be_hub_id", "ensure_eos_appended", "in_hub_cache", "load_sentence_transformer",
-           "resolve_model_path", "warn_remote_code"]
+__all__ = ["ModelSpec", "check_model_source", "configure", "could_be_hub_id",
+           "ensure_eos_appended", "in_hub_cache", "load_sentence_transformer", "warn_remote_code"]
 
 
 @dataclass
@@ -99,7 +99,7 @@ def ensure_eos_appended(tokenizer) -> bool:
 
 def could_be_hub_id(name: str) -> bool:
     """Whether ``name`` is a valid Hub repository id (``NAME`` or ``OWNER/NAME``); ``./x``,
-    ``../x``, ``/abs/x`` and ``x/y/z`` never are (:func:`tapt.ids.is_hub_id`)."""
+    ``../x``, ``/abs/x`` and ``x/y/z`` never are (:func:`tapt.util.ids.is_hub_id`)."""
     return is_hub_id(name, namespace=False)
 
 

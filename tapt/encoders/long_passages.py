@@ -31,7 +31,6 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from tapt.bounds import POSITIVE_INT, check_optional
 from tapt.encoders.base import EncodedBatch
 from tapt.encoders.st_inference import (
     TOKENIZE_CHUNK,
@@ -40,6 +39,7 @@ from tapt.encoders.st_inference import (
     tokenize_once,
 )
 from tapt.encoders.token_batches import TokenizedTexts
+from tapt.util.bounds import POSITIVE_INT, check_optional
 
 MODES = ("truncate", "chunk-mean", "chunk-max")
 """The ``--long-passages`` values."""

@@ -18,9 +18,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tapt.files import atomic_write_json
-from tapt.ids import is_hub_id
-from tapt.model_paths import PACKAGE_SCHEME, resolve_model_path
+from tapt.encoders.model_paths import PACKAGE_SCHEME, resolve_model_path
+from tapt.util.files import atomic_write_json
+from tapt.util.ids import is_hub_id
 
 # sentence-transformers (for its Pooling class) is imported in write_preset_record only:
 # reading a record must not import torch.

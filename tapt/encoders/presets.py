@@ -15,36 +15,24 @@ registered by :func:`register_family` like any family a user adds from Python::
                          "document": "passage: "}, patterns=[r"\\be5-"], max_length=512)
 
 after which ``family: e5`` (recipe), ``--family e5`` and ``family: auto`` for a model named
-``intfloat/e5-base-v2`` use it. The registry itself lives in :mod:`tapt.families` (a
-ground-floor module that the recipe schema reads; this module re-exports it). It lives in
-the process: a recipe run by ``tapt train`` names the module that registers its family in
+``intfloat/e5-base-v2`` use it. The registry itself lives in :mod:`tapt.util.families` (a
+ground-floor module that the recipe schema reads); this module adds :func:`get_preset`. It
+lives in the process: a recipe run by ``tapt train`` names the module that registers its family in
 ``model.family_module``.
 """
 
 from __future__ import annotations
 
 from tapt.encoders.preset_record import read_preset_record
-from tapt.families import (
-    FAMILY_NAME,
-    FAMILY_PATTERNS,
-    FORMBENCH_TASK,
-    PAPER_MAX_LENGTH,
-    POOLING_MODES,
+from tapt.util.families import (
     PRESETS,
-    PROMPT_KEYS,
     FamilyError,
     FamilyPreset,
     detect_family,
-    qwen3_instruction,
-    register_family,
     registered_families,
-    unregister_family,
 )
 
-__all__ = ["FAMILY_NAME", "FAMILY_PATTERNS", "FORMBENCH_TASK", "PAPER_MAX_LENGTH",
-           "POOLING_MODES", "PRESETS", "PROMPT_KEYS", "FamilyError", "FamilyPreset",
-           "detect_family", "get_preset", "qwen3_instruction", "register_family",
-           "registered_families", "unregister_family"]
+__all__ = ["get_preset"]
 
 
 def get_preset(family: str, model_name: str = "") -> FamilyPreset:

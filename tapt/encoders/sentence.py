@@ -6,7 +6,6 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
-from tapt.bounds import POSITIVE_INT, check_optional
 from tapt.encoders import st_inference  # by module: tests replace supports_token_batching
 from tapt.encoders.base import EncodedBatch, Encoder, TextKind, collect_in_order
 from tapt.encoders.loading import ModelSpec, load_sentence_transformer
@@ -19,6 +18,7 @@ from tapt.encoders.long_passages import (
 from tapt.encoders.long_passages import info as long_passage_info
 from tapt.encoders.model_digest import model_key
 from tapt.encoders.precision import compute_context, dtype_name, resolve_dtype
+from tapt.util.bounds import POSITIVE_INT, check_optional
 
 CPU_TOKEN_BUDGET = 4096
 """Default padded tokens per batch on a CPU. Measured with all-MiniLM-L6-v2 on 2 cores

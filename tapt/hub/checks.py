@@ -35,10 +35,10 @@ from tapt.encoders.tokenizer_check import (
     hf_tokenizer,
     missing_files,
 )
-from tapt.finite import all_finite
 from tapt.hub.errors import PushRefused
 from tapt.hub.secrets_scan import file_containing
-from tapt.redaction import SECRET_VARIABLES, TOKEN_SHAPES, known_secrets, redact
+from tapt.util.finite import all_finite
+from tapt.util.redaction import SECRET_VARIABLES, TOKEN_SHAPES, known_secrets, redact
 
 # huggingface_hub and sentence-transformers are imported where a check needs them (the card,
 # check_loads): importing tapt.hub must import neither.

@@ -29,8 +29,8 @@ from tapt.hub.checks import PushPlan, check_export
 from tapt.hub.errors import PushFailed, PushRefused
 from tapt.hub.secrets_scan import known_tokens
 from tapt.hub.upload import RetryPolicy, StepFailed, describe, exception_chain, with_retries
-from tapt.ids import hub_id_problem
-from tapt.redaction import redact
+from tapt.util.ids import hub_id_problem
+from tapt.util.redaction import redact
 
 if TYPE_CHECKING:
     from huggingface_hub import CommitInfo

@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from tapt.retry import RetryPolicy, parse_retry_after
+from tapt.util.retry import RetryPolicy, parse_retry_after
 
 # huggingface_hub is imported when a retry policy first asks which errors it retries.
 

@@ -24,6 +24,12 @@ from tapt.recipe.base import (  # the schema's parts, importable from here
     is_explicit_path,
     local_path,
 )
+from tapt.recipe.dapt import (  # the schema's parts, importable from here
+    ChunkingSettings,
+    DaptDataSettings,
+    DaptRecipe,
+    ObjectiveSettings,
+)
 from tapt.recipe.io import (  # the schema's parts, importable from here
     LABEL_FIELDS,
     MAX_RECIPE_BYTES,
@@ -40,16 +46,12 @@ from tapt.recipe.loss import (  # the schema's parts, importable from here
     LossSettings,
 )
 from tapt.recipe.schema import (  # the schema's parts, importable from here
-    ChunkingSettings,
-    DaptDataSettings,
-    DaptRecipe,
     DataSettings,
     EvalSettings,
     ExportSettings,
     HubSettings,
     LoraSettings,
     ModelSettings,
-    ObjectiveSettings,
     Recipe,
     TrackingSettings,
     TrainingSettings,

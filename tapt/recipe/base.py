@@ -15,7 +15,7 @@ from pydantic import (
     field_validator,
 )
 
-from tapt.bounds import SEED, number_from_text
+from tapt.util.bounds import SEED, number_from_text
 
 Seed = Annotated[int, SEED]
 """A seed numpy takes (``numpy.random.seed``: a whole number in [0, 2**32 - 1])."""
@@ -64,8 +64,8 @@ def annotation_types(annotation) -> set:
 class Section(BaseModel):
     """A recipe section. Every field, in files and ``key=value`` overrides alike: a boolean
     is never a number (``true`` is not 1), a number written as text (YAML 1.1 reads ``1e0``
-    and ``2e-5`` as strings) is that number (:func:`tapt.bounds.number_from_text`, the one
-    reading for every key), a number lies in its range (the :class:`tapt.bounds.Bound` in
+    and ``2e-5`` as strings) is that number (:func:`tapt.util.bounds.number_from_text`, the one
+    reading for every key), a number lies in its range (the :class:`tapt.util.bounds.Bound` in
     its annotation), and text is never empty (except the fields in ``may_be_empty``, where
     an empty string means something)."""
 

@@ -14,9 +14,10 @@ from pydantic import (
 )
 
 from tapt.recipe.base import RecipeError
-from tapt.recipe.schema import DaptRecipe, Recipe
-from tapt.recipe_keys import SchemaRow, closest_key, schema_rows
-from tapt.redaction import redact_data
+from tapt.recipe.dapt import DaptRecipe
+from tapt.recipe.keys import SchemaRow, closest_key, schema_rows
+from tapt.recipe.schema import Recipe
+from tapt.util.redaction import redact_data
 
 MAX_RECIPE_BYTES = 2**20
 """A larger file is not a recipe (and would take PyYAML minutes to parse)."""
@@ -64,7 +65,7 @@ def apply_overrides(data: dict, overrides: list[str]) -> dict:
 def format_validation_error(source: str, err: ValidationError,
                             schema: type[BaseModel] | None = None) -> str:
     """One line per problem, naming the dotted key; an unknown key names the closest key of
-    ``schema`` when one is close (:func:`tapt.recipe_keys.closest_key`)."""
+    ``schema`` when one is close (:func:`tapt.recipe.keys.closest_key`)."""
     lines = [f"{source}: invalid recipe"]
     for problem in err.errors():
         key = ".".join(str(part) for part in problem["loc"]) or "(top level)"
@@ -142,7 +143,7 @@ LABEL_FIELDS = ("tracking.run_name", "tracking.project", "hub.commit_message")
 def recipe_record(recipe: Recipe | DaptRecipe) -> dict[str, Any]:
     """The fully resolved recipe as a run folder records it: the exact values of known
     secrets redacted in every value (paths and ids stay as they are otherwise), token-shaped
-    strings too in the :data:`LABEL_FIELDS` (:func:`tapt.redaction.redact_data`)."""
+    strings too in the :data:`LABEL_FIELDS` (:func:`tapt.util.redaction.redact_data`)."""
     return redact_data(recipe.model_dump(mode="json"), where="the recipe",
                        free_text=LABEL_FIELDS)
 

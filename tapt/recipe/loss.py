@@ -9,8 +9,8 @@ from pydantic import (
     model_validator,
 )
 
-from tapt import bounds
 from tapt.recipe.base import RecipeError, Section, local_path
+from tapt.util import bounds
 
 
 class LossSettings(Section):

@@ -12,9 +12,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import field_validator, model_validator
 
-from tapt import bounds
 from tapt.data.relevance import parse_relevant_from
 from tapt.recipe.base import RecipeError, Section, local_path
+from tapt.util import bounds
 
 
 class GuardSettings(Section):

@@ -11,9 +11,9 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from tapt.bounds import BM25_K1, FRACTION, TOP_K
 from tapt.retrieval.dense import Retrieval, throughput
 from tapt.retrieval.sharding import world
+from tapt.util.bounds import BM25_K1, FRACTION, TOP_K
 
 # bm25s (and its scipy) is imported when a BM25 run starts, not with tapt.
 

@@ -21,15 +21,15 @@ from dataclasses import dataclass, field
 import numpy as np
 from tqdm.auto import tqdm
 
-from tapt.bounds import POSITIVE_INT
 from tapt.data.arrow_corpus import subset_texts
 from tapt.encoders.base import EncodedBatch, Encoder, TextKind
-from tapt.finite import NonFiniteEmbeddingsError, nonfinite_rows
 from tapt.retrieval.embedding_cache import EmbeddingCache
 from tapt.retrieval.metrics import Run
 from tapt.retrieval.quantized_search import QuantizedIndex, check_precision
 from tapt.retrieval.search import ExactIndex, choose_backend, make_index
 from tapt.retrieval.sharding import all_reduce_sum, gather_rows, share, world
+from tapt.util.bounds import POSITIVE_INT
+from tapt.util.finite import NonFiniteEmbeddingsError, nonfinite_rows
 
 logger = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ digest of the exact text encoded. So C0 and C1 share the passages they have
 in common, and a changed passage misses alone.
 
 Crash safety and trust: a shard is its rows file, its digests file and a manifest written
-last (atomic renames) that records both files' content digests (:mod:`tapt.digests`); a shard
+last (atomic renames) that records both files' content digests (:mod:`tapt.util.digests`); a shard
 without a manifest is a partial write and is deleted; a shard whose files differ from their
 manifest (size, dtype, content: a truncated, garbled or reordered file) or whose manifest
 records no digests (an older tapt) is deleted (with a warning) and re-encoded, never used.
@@ -22,14 +22,14 @@ finite is never stored (nor one that overflows ``float16`` storage), and
 
 Failures and concurrency: a cache that cannot be written (read-only, disk full, its folder
 deleted) warns and the work goes on uncached; a process holds its model key's
-:class:`~tapt.cache_entries.InUse` lock while it uses it, so ``tapt cache prune`` never
+:class:`~tapt.util.cache_entries.InUse` lock while it uses it, so ``tapt cache prune`` never
 deletes a folder whose shards are being written or read.
 
 sentence-transformers has no embedding cache and the API encoders' SQLite cache
 (``tapt.encoders.api.cache``) holds one row per request text, which would not memory-map a
 million vectors: hence this module.
 
-Memory: shard rows are read through :func:`tapt.mapped_file.map_npy`, whose pages are
+Memory: shard rows are read through :func:`tapt.util.mapped_file.map_npy`, whose pages are
 dropped from the process as they are read, and :meth:`EmbeddingCache.lookup` only says
 where each text's row lies; :meth:`CacheHits.rows` reads a part at a time, so a warm
 1M x 1024 corpus is not gathered into one 4 GB array beside the index.
@@ -55,10 +55,10 @@ from pathlib import Path
 
 import numpy as np
 
-from tapt.cache_entries import IN_USE_LOCK, CacheEntry, InUse, prune_entries
-from tapt.digests import file_record, mismatch
-from tapt.finite import nonfinite_rows
-from tapt.mapped_file import MappedFile, map_npy
+from tapt.util.cache_entries import IN_USE_LOCK, CacheEntry, InUse, prune_entries
+from tapt.util.digests import file_record, mismatch
+from tapt.util.finite import nonfinite_rows
+from tapt.util.mapped_file import MappedFile, map_npy
 
 # torch is imported only to read a model's weights for the cache key: importing tapt
 # must not import it.

@@ -15,12 +15,12 @@ from typing import Protocol
 from tapt.data.arrow_corpus import corpus_texts as passage_texts
 from tapt.data.beir import BeirDataset, DataError, check_relevance
 from tapt.data.fingerprint import data_fingerprint
-from tapt.files import atomic_write_json, atomic_write_text
-from tapt.ids import id_problem
-from tapt.provenance import provenance
-from tapt.redaction import redact_data
 from tapt.retrieval.dense import Retrieval
 from tapt.retrieval.metrics import METRIC_KEYS, Run, score_run, trec_ranking
+from tapt.util.files import atomic_write_json, atomic_write_text
+from tapt.util.ids import id_problem
+from tapt.util.provenance import provenance
+from tapt.util.redaction import redact_data
 
 # rich is imported by the table printer only.
 
@@ -53,14 +53,14 @@ class EvalReport:
 
     def write_json(self, path: str | os.PathLike) -> None:
         """The report as JSON, written atomically, the exact values of known secrets
-        redacted (ids that look like tokens are kept: :func:`tapt.files.atomic_write_json`),
-        with its :func:`~tapt.provenance.provenance` (versions, date, command)."""
+        redacted (ids that look like tokens are kept: :func:`tapt.util.files.atomic_write_json`),
+        with its :func:`~tapt.util.provenance.provenance` (versions, date, command)."""
         atomic_write_json(path, {**self.to_dict(), "provenance": provenance()})
 
     def write_trec_run(self, path: str | os.PathLike, tag: str = "tapt") -> None:
         """TREC run format: ``qid Q0 docid rank score tag``, ranked as trec_eval ranks.
 
-        Ids must follow :mod:`tapt.ids` (loaded data always does; a space would split a
+        Ids must follow :mod:`tapt.util.ids` (loaded data always does; a space would split a
         field and trec_eval could not read the file back); whitespace or control
         characters in ``tag`` become ``_``."""
         tag = "".join(c if id_problem(c) is None else "_" for c in tag) or "tapt"

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from tapt.encoders.base import Encoder
 from tapt.retrieval.bm25 import BM25Retriever
 from tapt.retrieval.dense import DenseRetriever
+from tapt.retrieval.hybrid import HybridRetriever
 
 BM25 = "bm25"
 
@@ -76,7 +77,6 @@ def build_retriever(source: str | Encoder, *, top_k: int = 100, batch_size: int 
     if hybrid is None:
         return DenseRetriever(source, batch_size=batch_size, top_k=top_k, progress=progress,
                               **dense_kwargs)
-    from tapt.retrieval.hybrid import HybridRetriever
 
     depth = hybrid.depth or top_k
     dense = DenseRetriever(source, batch_size=batch_size, top_k=depth, progress=progress,

@@ -32,9 +32,9 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 
-from tapt.bounds import FRACTION, POSITIVE_INT, RRF_K, TOP_K
 from tapt.retrieval.dense import Retrieval
 from tapt.retrieval.metrics import Run, trec_ranking
+from tapt.util.bounds import FRACTION, POSITIVE_INT, RRF_K, TOP_K
 
 FUSIONS = ("rrf", "linear")
 MISSING = "a passage absent from one system's top-depth list gets no score from that system"

@@ -21,16 +21,16 @@ from typing import Literal
 
 from sentence_transformers.base.evaluation import BaseEvaluator  # torch: only the trainer
 
-from tapt.bounds import POSITIVE_INT, check_optional
 from tapt.data.beir import BeirDataset
 from tapt.encoders.factory import ModelOptions, wrap_model
-from tapt.files import append_json_line
-from tapt.finite import NonFiniteEmbeddingsError
 from tapt.retrieval.dense import DenseRetriever
 from tapt.retrieval.evaluate import evaluate
 from tapt.retrieval.factory import SearchOptions, build_retriever
 from tapt.retrieval.metrics import METRIC_KEYS
 from tapt.retrieval.sharding import broadcast
+from tapt.util.bounds import POSITIVE_INT, check_optional
+from tapt.util.files import append_json_line
+from tapt.util.finite import NonFiniteEmbeddingsError
 
 logger = logging.getLogger(__name__)
 

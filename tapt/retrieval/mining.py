@@ -28,13 +28,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from tapt.bounds import MARGIN, SEED, SKIP_TOP, TOP_K, check_optional
 from tapt.data.arrow_corpus import corpus_texts as passage_texts
 from tapt.data.beir import BeirDataset
-from tapt.digests import remove_sidecar, write_sidecar
-from tapt.files import atomic_write_json
 from tapt.retrieval.evaluate import Retriever, split_queries
 from tapt.retrieval.metrics import trec_ranking
+from tapt.util.bounds import MARGIN, SEED, SKIP_TOP, TOP_K, check_optional
+from tapt.util.digests import remove_sidecar, write_sidecar
+from tapt.util.files import atomic_write_json
 
 # rich is imported by the table printer only.
 

@@ -28,6 +28,7 @@ from pathlib import Path
 
 from tapt.data.beir import BeirDataset, load_beir_folder, strictness
 from tapt.retrieval.metrics import Run, trec_ranking
+from tapt.util.ids import is_hub_id
 
 MTEB_K_VALUES = (1, 3, 5, 10, 20, 100, 1000)
 """The cut-offs of MTEB's retrieval scores (``mteb.AbsTaskRetrieval.k_values``)."""
@@ -153,8 +154,6 @@ def mteb_model_name(name: str) -> str:
     """An MTEB model name (``organization/model``) for what tapt evaluated: ``bm25`` as
     ``tapt/bm25s``, ``openai:MODEL`` as ``openai/MODEL``, a Hub id as is, a local folder as
     ``local/<folder name>`` (no path of this machine goes into a result)."""
-    from tapt.ids import is_hub_id
-
     if name == "bm25":
         return "tapt/bm25s"
     if Path(name).exists():

@@ -36,8 +36,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from tapt.bounds import POSITIVE_INT, RESCORE, check_optional
 from tapt.retrieval.search import faiss
+from tapt.util.bounds import POSITIVE_INT, RESCORE, check_optional
 
 PRECISIONS: tuple[str, ...] = ("float32", "int8", "uint8", "binary", "ubinary")
 QUANTIZED = PRECISIONS[1:]

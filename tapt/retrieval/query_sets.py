@@ -4,7 +4,7 @@ The split's own queries and every alternative set go through ONE ``retrieve`` ca
 corpus is encoded (or read from the cache) and indexed once, and each query is ranked on
 its own, so a query's ranking is the one a separate evaluation of its set would give. The
 sets are told apart inside that call by a prefix on the query ids (``"<set number>\\t"``:
-a tab cannot occur in an id, :mod:`tapt.ids`); the run is split back by that prefix and
+a tab cannot occur in an id, :mod:`tapt.util.ids`); the run is split back by that prefix and
 each set is scored with :func:`tapt.retrieval.metrics.score_run` on the split's qrels.
 """
 

@@ -11,7 +11,7 @@ import logging
 
 import numpy as np
 
-from tapt.bounds import POSITIVE_INT
+from tapt.util.bounds import POSITIVE_INT
 
 
 class FaissMissingError(ImportError, ValueError):

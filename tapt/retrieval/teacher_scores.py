@@ -34,13 +34,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tapt.data.arrow_corpus import corpus_texts as passage_texts
-from tapt.bounds import TRAINING_TARGET
-from tapt.data.beir import BeirDataset, DataError, check_id, iter_jsonl
+from tapt.data.beir import BeirDataset, DataError
 from tapt.data.content import check_made_from
+from tapt.data.lines import check_id, iter_jsonl
 from tapt.data.splits import carved_off
-from tapt.digests import file_digest, remove_sidecar, write_sidecar
-from tapt.files import atomic_write_json
-from tapt.finite import finite_number
+from tapt.util.bounds import TRAINING_TARGET
+from tapt.util.digests import file_digest, remove_sidecar, write_sidecar
+from tapt.util.files import atomic_write_json
+from tapt.util.finite import finite_number
 
 Scores = dict[str, dict[str, float]]
 """``{query_id: {passage_id: score}}``."""
@@ -132,7 +133,7 @@ def read_teacher_scores(path: str | Path, dataset: BeirDataset, split: str, *,
     """Read and validate a score file for the queries of ``split``: its digest record
     (unchanged since written, scored on this data and split, and on the mined file
     ``mined`` the training uses, if any), then known ids, a finite ``score`` in
-    :data:`tapt.bounds.TRAINING_TARGET` (scores become float32 targets), one
+    :data:`tapt.util.bounds.TRAINING_TARGET` (scores become float32 targets), one
     ``teacher`` for the whole file, no pair twice."""
     path = Path(path)
     if not path.is_file():

@@ -23,6 +23,7 @@ Example::
 
 from __future__ import annotations
 
+import faiss
 import numpy as np
 import torch
 
@@ -45,8 +46,6 @@ def prepare_vectors(vectors: np.ndarray, dim: int, normalize: bool) -> np.ndarra
     """Contiguous float32 ``(n, dim)`` rows, L2-normalised when asked (zero rows stay zero),
     exactly as :class:`~tapt.retrieval.search.ExactIndex` prepares them (faiss's
     ``normalize_L2``), so both backends score the same numbers."""
-    import faiss
-
     vectors = np.ascontiguousarray(vectors, dtype=np.float32)
     if vectors.ndim != 2 or vectors.shape[1] != dim:
         raise ValueError(f"expected vectors of shape (n, {dim}), got {vectors.shape}")

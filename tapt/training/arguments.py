@@ -9,8 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tapt.redaction import redact
-from tapt.training.distributed import is_main_process  # noqa: F401  (deprecated here)
+from tapt.util.redaction import redact
 
 
 def has_accelerator() -> bool:

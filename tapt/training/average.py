@@ -13,7 +13,7 @@ With resume the averaged checkpoints are the last N complete ones in
 ``checkpoints/`` by step, whichever session saved them (the recipe check keeps them:
 ``save_total_limit >= N + 1``, :func:`tapt.recipe.selection.check_average_last`).
 
-The averaging is :func:`tapt.training.merge.merge_into` (float64 accumulation,
+The averaging is :func:`tapt.training.weights.merge_into` (float64 accumulation,
 weights 1/N; integer buffers copied); each checkpoint folder is loaded on the CPU with
 sentence-transformers' public loader (the model's class on the folder, as ``tapt eval``
 loads an export). Under several processes rank 0, which wrote the checkpoints, chooses
@@ -31,7 +31,9 @@ from pathlib import Path
 
 from tapt.recipe import RecipeError
 from tapt.recipe.selection import saved_checkpoints
+from tapt.retrieval.sharding import broadcast, is_main
 from tapt.training.run_dir import RunDir, checkpoint_step
+from tapt.training.weights import merge_into
 
 
 def check_saves(trainer, count: int) -> None:
@@ -64,8 +66,6 @@ def last_checkpoints(run: RunDir, count: int) -> list[Path]:
 def chosen_checkpoints(run: RunDir, count: int) -> list[Path]:
     """:func:`last_checkpoints` as rank 0 finds them, on every rank (collective: call on
     every rank); rank 0's error is raised on every rank."""
-    from tapt.retrieval.sharding import broadcast, is_main
-
     chosen = None
     if is_main():
         try:
@@ -92,11 +92,9 @@ def average_last(trainer, run: RunDir, count: int) -> dict:
     """Load the mean of the last ``count`` checkpoints into ``trainer.model`` (call on every
     rank: rank 0 chooses the checkpoints, each rank reads them); returns the record of what
     was averaged. A non-finite mean is loaded too: the caller refuses to export it."""
-    from tapt.training.merge import check_weights, merge_into
-
     folders = chosen_checkpoints(run, count)
     states = [checkpoint_state(trainer.model, folder) for folder in folders]
-    weights = check_weights(None, count)
+    weights = [1.0 / count] * count  # count >= 2: the schema's bound (bounds.AVERAGED)
     names = [folder.name for folder in folders]
     merge_into(trainer.model, states, weights, names, finite=False)
     del states

@@ -18,7 +18,7 @@ optimised file replaces the float32 one sentence-transformers wrote, so
 ``SentenceTransformer(DIR, backend=...)`` loads what the card describes. Beside it: the
 tokenizer, modules and prompts, ``tapt_preset.json`` (``stage: export``, the backend and
 conversion), the source's LICENSE when it has one, and a model card saying what was done.
-The folder is staged and renamed into place (:mod:`tapt.files`); an existing one is
+The folder is staged and renamed into place (:mod:`tapt.util.files`); an existing one is
 replaced only with ``overwrite`` and only when it is a tapt export; the source is never
 written to.
 """
@@ -28,16 +28,21 @@ from __future__ import annotations
 import json
 import os
 import platform
+import random
 import shutil
 import tempfile
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
-from tapt.bounds import CALIBRATION
 from tapt.encoders.backends import BACKENDS, require_backend
-from tapt.encoders.preset_record import RECORD_FILE, portable_model_name
-from tapt.training.merge_export import is_tapt_export, replace_folder
+from tapt.encoders.model_paths import resolve_model_path
+from tapt.encoders.preset_record import RECORD_FILE, portable_model_name, write_preset_record
+from tapt.training.export import base_model_id, is_tapt_export, replace_folder
+from tapt.util.bounds import CALIBRATION
+from tapt.util.files import atomic_write_text, staging_folder
+from tapt.util.outputs import check_apart
 
 QUANTIZATIONS = ("int8",)
 OPTIMIZATIONS = ("O1", "O2", "O3", "O4")
@@ -159,10 +164,8 @@ def check_export_output(output: Path, source: str, *, overwrite: bool,
                         inputs: Sequence[tuple[str, str | os.PathLike | None]] = ()) -> None:
     """Refuse, before anything loads, an ``--output`` that is, holds or lies inside the
     source model or another input (``inputs``: the calibration corpus), or whose path holds
-    a secret, ``--overwrite`` or not (:func:`tapt.outputs.check_apart`); or that exists
+    a secret, ``--overwrite`` or not (:func:`tapt.util.outputs.check_apart`); or that exists
     (unless ``overwrite``, and then only a tapt export)."""
-    from tapt.outputs import check_apart
-
     output = Path(output)
     check_apart([("--output", output)], [("model", source), *inputs])
     if output.exists() or output.is_symlink():
@@ -182,8 +185,6 @@ def calibration_sample(texts: Iterable[str], size: int, seed: int) -> tuple[str,
     when fewer), seeded. ``texts`` is read once as it streams by, holding only the sample:
     reservoir sampling (Vitter's Algorithm R; the standard library samples only sequences
     already in memory)."""
-    import random
-
     CALIBRATION.check(size, "calibration size")
     draw = random.Random(seed)
     sample: list[str] = []
@@ -209,12 +210,7 @@ def export_for_serving(name: str, output: Path, settings: ExportSettings, *,
     ``settings.backend``) and write the serving folder ``output``; returns ``output``.
     ``inputs``: (flag, path) of further inputs the output must stay apart from (the
     calibration corpus; :func:`check_export_output`)."""
-    from dataclasses import replace
-
     from tapt.encoders.factory import ModelOptions, load_model
-    from tapt.encoders.loading import resolve_model_path
-    from tapt.encoders.preset_record import write_preset_record
-    from tapt.files import atomic_write_text, staging_folder
 
     settings.check()
     if settings.backend == "openvino" and settings.quantize and not settings.calibration_texts:
@@ -317,8 +313,6 @@ def source_license(source: str, revision: str | None) -> str | None:
 
 def package_versions(backend: str) -> dict[str, str | None]:
     """The installed versions of the packages that made the export."""
-    from importlib.metadata import PackageNotFoundError, version
-
     names = ["sentence-transformers", "optimum", *(
         ("optimum-onnx", "onnxruntime") if backend == "onnx" else
         ("optimum-intel", "openvino", "nncf"))]
@@ -335,8 +329,6 @@ def export_card(spec, settings: ExportSettings, record: dict, license_id: str | 
     """The model card: front matter (library, backend tags, base model, ``quantized``
     relation for int8) and a table of what was done and how to load it."""
     from huggingface_hub import ModelCardData
-
-    from tapt.training.export import base_model_id
 
     source, revision = portable_model_name(spec.name_or_path, spec.revision)
     base = base_model_id(spec.name_or_path)

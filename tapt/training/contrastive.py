@@ -23,16 +23,31 @@ import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from transformers import set_seed
+
 from tapt.data.beir import BeirDataset, strictness
+from tapt.data.fingerprint import remember_digests
+from tapt.data.mined import read_mined
 from tapt.data.sources import load_data
 from tapt.data.splits import carve_dev, check_no_split_file
 from tapt.data.subcorpus import subcorpus_ids
 from tapt.data.triplets import build_training_rows
+from tapt.data.weak_pairs import weak_pairs_for, with_weak_pairs
 from tapt.encoders.loading import load_sentence_transformer
+from tapt.encoders.preset_record import write_preset_record
 from tapt.recipe import Recipe, check_recipe
+from tapt.retrieval.embedding_cache import local_cache_root
+from tapt.retrieval.evaluate import evaluate
+from tapt.retrieval.metrics import METRIC_KEYS
 from tapt.training.arguments import common_arguments
+from tapt.training.average import average_last, check_saves
+from tapt.training.distill import labeler_for
 from tapt.training.distributed import is_main_process
-from tapt.training.nonfinite import QueryIdsCollator
+from tapt.training.errors import NonFiniteTrainingError
+from tapt.training.export import save_model, set_card_metadata, write_card
+from tapt.training.guard_data import guard_evaluator
+from tapt.training.lora import add_lora
+from tapt.training.nonfinite import NonFiniteGuard, QueryIdsCollator
 from tapt.training.run import (
     check_exportable,
     check_hub,
@@ -47,6 +62,7 @@ from tapt.training.run import (
 from tapt.training.run_dir import RunDir, checkpoint_step
 from tapt.training.run_start import RunStart, open_run_dir
 from tapt.training.tracking import check_wandb
+from tapt.util.files import publish, unwritable_reason
 
 logger = logging.getLogger(__name__)
 
@@ -86,8 +102,6 @@ def load_recipe_data(recipe: Recipe, with_test: bool) -> BeirDataset:
         dataset = carve_dev(dataset, size=data.dev_from_train, seed=data.dev_seed,
                             source_split=data.train_split, split=data.dev_split)
     if with_test:  # test.json's data fingerprint: the files as read now, not after training
-        from tapt.data.fingerprint import remember_digests
-
         remember_digests(dataset, [data.test_split])
     return dataset
 
@@ -160,21 +174,16 @@ def train_in(start: RunStart, recipe: Recipe, *, run_test: bool = False,
     """The phases of :func:`train` after the run folder was checked and locked."""
     from tapt.retrieval.in_loop import RetrievalEvaluator
     from tapt.training.losses import build_loss
-    from tapt.training.nonfinite import NonFiniteGuard
     from tapt.training.trainer import TaptTrainer
 
     # 2. Load and check the data, then the model, loss and evaluator (seeded first: LoRA
     # and heads initialise randomly); whatever fails here leaves the run folder as it was.
     dataset = load_recipe_data(recipe, with_test=run_test)
-    from tapt.training.guard_data import guard_evaluator
 
     guard_set = guard_evaluator(recipe)  # eval.guard_data: checked before the model loads
     mined = None
     if recipe.data.mined_negatives:
-        from tapt.data.mined import read_mined
-
         mined = read_mined(recipe.data.mined_negatives, dataset, recipe.data.train_split)
-    from tapt.training.distill import labeler_for
     from tapt.training.grouped_batches import group_of
 
     grouping = group_of(dataset, recipe.data.batch_by)
@@ -189,22 +198,16 @@ def train_in(start: RunStart, recipe: Recipe, *, run_test: bool = False,
                                                         recipe.data.mined_negatives))
     train_rows, groups = train_rows if grouping is not None else (train_rows, None)
     if recipe.data.weak_pairs != "none":  # passages alone: tapt.data.weak_pairs
-        from tapt.data.weak_pairs import weak_pairs_for, with_weak_pairs
-
         train_rows = with_weak_pairs(train_rows, weak_pairs_for(
             dataset, recipe.data.weak_pairs, count=recipe.data.weak_pairs_max,
             seed=recipe.data.weak_pairs_seed))
     dev_ids = subcorpus_ids(dataset, recipe.data.dev_split,
                             distractors=recipe.data.dev_distractors, seed=recipe.data.dev_seed)
-    from transformers import set_seed
 
     set_seed(recipe.training.seed)
     model = load_sentence_transformer(model_spec(recipe))
     if recipe.model.lora.enabled:
-        from tapt.training.lora import add_lora
-
         add_lora(model, recipe.model.lora)
-    from tapt.training.export import set_card_metadata
 
     set_card_metadata(model, recipe)
     loss = build_loss(model, recipe.loss)  # checks loss.matryoshka_dims against the model
@@ -229,8 +232,6 @@ def train_in(start: RunStart, recipe: Recipe, *, run_test: bool = False,
                                              query_ids_by_text(dataset, recipe.data.train_split))
 
     if recipe.training.average_last:  # before the zero-shot test (maybe 1M passages)
-        from tapt.training.average import check_saves
-
         check_saves(trainer, recipe.training.average_last)
     zero_shot_test = None
     if run_test and recipe.eval.zero_shot and resume_from is None:
@@ -243,8 +244,6 @@ def train_in(start: RunStart, recipe: Recipe, *, run_test: bool = False,
     check_exportable(model, evaluator, best_step)
     averaged, averaged_rows = None, {}
     if recipe.training.average_last:  # replaces the best checkpoint: tapt.training.average
-        from tapt.training.average import average_last
-
         averaged = average_last(trainer, run, recipe.training.average_last)
         what = ("the averaged weights (training.average_last: steps "
                 + ", ".join(map(str, averaged["steps"])) + ")")
@@ -253,14 +252,10 @@ def train_in(start: RunStart, recipe: Recipe, *, run_test: bool = False,
     result = TrainResult(run_dir=run.root, final_dir=None, history=history, best_step=best_step)
 
     # 5. Export first (a failing test evaluation must not cost the model), then test.
-    from tapt.files import publish
-    from tapt.training.export import save_model, write_card
 
     # The export is written into a staging folder and renamed to final/ only when whole.
     staging = None
     if is_main_process():
-        from tapt.encoders.preset_record import write_preset_record
-
         staging = export_staging(model, run, recipe)
         save_model(model, staging, recipe)
         write_preset_record(staging, model, model_spec(recipe), stage="tapt",
@@ -309,8 +304,6 @@ def query_ids_by_text(dataset: BeirDataset, split: str) -> dict[str, str]:
 
 def summarize(history: list[dict], best_step: int | None) -> dict[str, dict[str, float]]:
     """Zero-shot and best-checkpoint dev metrics from the evaluation history."""
-    from tapt.retrieval.metrics import METRIC_KEYS
-
     summary: dict[str, dict[str, float]] = {}
     by_step = {entry["step"]: entry for entry in history if not entry.get("error")}
     if 0 in by_step:
@@ -330,9 +323,6 @@ def averaged_metrics(model, evaluator, what: str) -> dict[str, dict[str, float]]
     every rank. A refused (non-finite) evaluation refuses the export:
     :class:`~tapt.training.errors.NonFiniteTrainingError` naming ``what`` (the same on every
     rank: the outcome is rank 0's)."""
-    from tapt.retrieval.metrics import METRIC_KEYS
-    from tapt.training.errors import NonFiniteTrainingError
-
     rows = {}
     for row, measured in (("averaged dev", evaluator), ("averaged guard", evaluator.guard)):
         if measured is not None:
@@ -371,11 +361,8 @@ def report_on_test(model, dataset: BeirDataset, recipe: Recipe, *, name: str | N
 
     Under DDP every rank encodes a share of the ~1M-passage test corpus and rank 0 scores
     (no cache); rank 0 gets the report, the others None. Non-finite embeddings raise
-    :class:`~tapt.retrieval.finite.NonFiniteEmbeddingsError` on every rank.
+    :class:`~tapt.util.finite.NonFiniteEmbeddingsError` on every rank.
     """
-    from tapt.files import unwritable_reason
-    from tapt.retrieval.embedding_cache import local_cache_root
-    from tapt.retrieval.evaluate import evaluate
     from tapt.retrieval.in_loop import model_retriever
 
     root = local_cache_root() if cached else None

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from tapt.data.beir import BeirDataset
 from tapt.recipe import LossSettings
-from tapt.retrieval.teacher_scores import TeacherScores
+from tapt.retrieval.teacher_scores import TeacherScores, read_teacher_scores
 
 
 class Labeler:
@@ -96,7 +96,5 @@ def labeler_for(settings: LossSettings, dataset: BeirDataset, split: str,
         return None
     teacher = None
     if settings.grade_weight < 1:
-        from tapt.retrieval.teacher_scores import read_teacher_scores
-
         teacher = read_teacher_scores(settings.teacher_scores, dataset, split, mined=mined)
     return Labeler(dataset, split, settings, teacher)

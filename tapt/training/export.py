@@ -19,14 +19,22 @@ from __future__ import annotations
 
 import importlib.resources
 import json
+import os
+import shutil
 from pathlib import Path
 
-from tapt.data.sources import is_hub_id
-from tapt.files import atomic_write_json, atomic_write_text
+from tapt.encoders.model_paths import PACKAGE_SCHEME
+from tapt.encoders.precision import torch_dtype
+from tapt.encoders.preset_record import RECORD_FILE, base_model_of
 from tapt.recipe import Recipe
 from tapt.retrieval.metrics import METRIC_KEYS
 from tapt.retrieval.mteb_results import mteb_eval_results
+from tapt.training.dev_history import dev_curve, dev_table, metrics_table
 from tapt.training.lora import merge_lora
+from tapt.training.weights import MergeError
+from tapt.util.figures import save
+from tapt.util.files import atomic_write_json, atomic_write_text, publish
+from tapt.util.ids import is_hub_id
 
 LICENSE_ID = "apache-2.0"
 CARD_SECTION_MARKER = "## Task-adaptive training with tapt"
@@ -95,7 +103,7 @@ def drop_data_samples(card) -> None:
 
 def redact_card(card: Path) -> None:
     """Rewrite the model card ``card`` that sentence-transformers wrote (a checkpoint's, an
-    export's) with its text redacted (:func:`tapt.files.atomic_write_text`); no card: no-op."""
+    export's) with its text redacted (:func:`tapt.util.files.atomic_write_text`); no card: no-op."""
     if card.is_file():
         atomic_write_text(card, card.read_text(encoding="utf-8"))
 
@@ -104,9 +112,6 @@ def base_model_id(name: str) -> str | None:
     """The Hub id of the model a run on ``name`` (a recipe's ``model.name``) started from,
     through any chain of tapt runs (``tapt_preset.json`` records it), or None when that
     first model is a ``package:`` or a local folder."""
-    from tapt.encoders.loading import PACKAGE_SCHEME
-    from tapt.encoders.preset_record import base_model_of
-
     try:
         base = base_model_of(name)
     except (OSError, ValueError):  # an unreadable record: no claim about the base
@@ -119,8 +124,6 @@ def base_model_id(name: str) -> str | None:
 def model_label(name: str) -> str:
     """``name`` as a card shows it: a Hub id or ``package:`` as is, a local path by its
     folder name (a published card carries no paths of this machine)."""
-    from tapt.encoders.loading import PACKAGE_SCHEME
-
     if name.startswith(PACKAGE_SCHEME) or not Path(name).exists():
         return name
     return Path(name).resolve().name
@@ -200,40 +203,14 @@ def data_label(recipe: Recipe) -> str:
     return f"{name} ({recipe.data.config})" if recipe.data.config else name
 
 
-def plot_dev_curve(history: list[dict], metric: str, path: Path) -> Path | None:
-    """Plot every dev metric against the training step; returns the PNG path."""
-    history = [entry for entry in history if not entry.get("error")]
-    if not history:
+def write_dev_curve(history: list[dict], metric: str, path: Path) -> Path | None:
+    """The card's dev curve (:func:`tapt.training.dev_history.dev_curve`) as a PNG; None
+    when no dev evaluation was recorded."""
+    if not any(not entry.get("error") for entry in history):
         return None
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    steps = [entry["step"] for entry in history]
-    fig, ax = plt.subplots(figsize=(6, 3.5))
-    for key in METRIC_KEYS:
-        ax.plot(steps, [entry[key] for entry in history], marker="o", label=key,
-                linewidth=2.5 if key == metric else 1.2)
-    guard = [entry.get(f"guard_{metric}") for entry in history]
-    if any(value is not None for value in guard):  # eval.guard_data, dashed
-        ax.plot(steps, [float("nan") if v is None else v for v in guard], marker="s",
-                linestyle="--", color="black", label=f"guard {metric}")
-    ax.set_xlabel("training step")
-    ax.set_ylabel("dev score")
-    ax.set_title("Dev retrieval metrics during TAPT (step 0 = zero-shot)")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
-
-
-def _metrics_rows(rows: dict[str, dict[str, float]]) -> str:
-    header = "| | " + " | ".join(METRIC_KEYS) + " |\n|---|" + "---:|" * len(METRIC_KEYS) + "\n"
-    return header + "".join(f"| {name} | " + " | ".join(f"{m[k]:.4f}" for k in METRIC_KEYS)
-                            + " |\n" for name, m in rows.items())
+    figure = dev_curve(history, metric,
+                       title="Dev retrieval metrics during TAPT (step 0 = zero-shot)")
+    return save(figure, path, dpi=120)
 
 
 def tapt_card_section(recipe: Recipe, history: list[dict], summary: dict[str, dict[str, float]],
@@ -266,21 +243,12 @@ def tapt_card_section(recipe: Recipe, history: list[dict], summary: dict[str, di
         lines.append(f"| matryoshka dims | {recipe.loss.matryoshka_dims} |")
     shown = {f"{name} (step {best_step})" if name == "best dev" and best_step is not None
              else name: metrics for name, metrics in summary.items()}
-    lines += ["", "### Results", "", _metrics_rows(shown)]
+    lines += ["", "### Results", "", *metrics_table(shown), ""]
     if history:
         lines += ["### Dev curve", ""]
         if curve is not None:
             lines += [f"![dev curve]({curve.name})", ""]
-        keys = list(METRIC_KEYS)
-        guard_key = f"guard_{recipe.eval.metric}"
-        if any(guard_key in e for e in history):  # eval.guard_data
-            keys.append(guard_key)
-        lines += ["| step | " + " | ".join(k.replace("_", " ", 1) if k == guard_key else k
-                                           for k in keys) + " |",
-                  "|---:|" + "---:|" * len(keys)]
-        lines += [f"| {e['step']} | " + " | ".join(
-                      "refused (non-finite)" if e.get("error") or e.get(k) is None
-                      else f"{e[k]:.4f}" for k in keys) + " |" for e in history]
+        lines += dev_table(history, recipe.eval.metric, missing="refused (non-finite)")
         lines.append("")
     lines += [how_to_load(recipe.hub.repo_id), CARD_SECTION_END, ""]
     return "\n".join(lines)
@@ -321,8 +289,6 @@ def cast_saved_weights(folder: Path, dtype: str) -> None:
     master weights, still used for the test evaluation) is not touched."""
     from safetensors.torch import load_file, save_file
 
-    from tapt.encoders.precision import torch_dtype
-
     target = torch_dtype(dtype)
     for weights in folder.rglob("*.safetensors"):
         tensors = {name: tensor.to(target) if tensor.is_floating_point() else tensor
@@ -343,7 +309,7 @@ def write_card(folder: Path, recipe: Recipe, *, history: list[dict],
     card's title, and set its front matter (:func:`card_with_front_matter`); write the dev
     curve and ``tapt_results.json``. ``averaged``: the record of ``training.average_last``
     (:func:`tapt.training.average.average_last`), named in the card."""
-    curve = plot_dev_curve(history, recipe.eval.metric, folder / "dev_curve.png")
+    curve = write_dev_curve(history, recipe.eval.metric, folder / "dev_curve.png")
     card = folder / "README.md"
     text = card.read_text(encoding="utf-8") if card.exists() else "---\nlicense: apache-2.0\n---\n"
     text = card_with_front_matter(without_tapt_section(text), recipe, summary)
@@ -384,3 +350,26 @@ def write_dapt_card(folder: Path, recipe, section: str) -> None:
     text = card_with_front_matter(f"---\nlicense: {LICENSE_ID}\n---\n", recipe, summary={})
     atomic_write_text(folder / "README.md",
                       with_section_first(text, title + section.strip("\n") + "\n"))
+
+
+def is_tapt_export(folder: Path) -> bool:
+    """A folder tapt exported: a SentenceTransformer folder with ``tapt_preset.json``."""
+    return (folder / RECORD_FILE).is_file() and (folder / "modules.json").is_file()
+
+
+def replace_folder(staging: Path, output: Path, *, overwrite: bool) -> Path:
+    """Publish ``staging`` as ``output``; an existing tapt export there (``overwrite``) is
+    moved aside first and removed once the new one is in place (restored on failure)."""
+    if not (overwrite and output.exists()):
+        return publish(staging, output)
+    if not is_tapt_export(output):  # checked before loading; the folder may have changed
+        raise MergeError(f"--output {output}: not a tapt export; the merge stays in {staging}")
+    aside = output.with_name(f"{output.name}.old-{os.getpid()}")
+    output.replace(aside)
+    try:
+        publish(staging, output)
+    except BaseException:
+        aside.replace(output)
+        raise
+    shutil.rmtree(aside)
+    return output

@@ -5,7 +5,7 @@ What is recorded: every file the run reads (a BEIR folder's ``corpus.jsonl``,
 ``queries.jsonl`` and the qrels files of the recipe's splits, ``data.mined_negatives``,
 ``loss.teacher_scores``, DAPT's ``data.files`` and ``data.dev_data``) and the weight files (``*.safetensors``,
 ``*.bin``) of a local model folder, each with its size, its mtime and a SHA-256 of its
-whole content (:func:`tapt.digests.file_digest`: one streamed pass, about a second per GB,
+whole content (:func:`tapt.util.digests.file_digest`: one streamed pass, about a second per GB,
 so a 6 GB corpus costs seconds at a start or resume; a same-size edit anywhere in a file is
 seen). Fingerprints written before recorded large files by their first and last MiB
 ("head+tail"); they are still compared as such. A Hub model or dataset is recorded by id, the revision as given and, when the
@@ -33,6 +33,8 @@ import os
 from pathlib import Path
 
 from tapt.data.sources import config_name
+from tapt.encoders.model_paths import resolve_model_path
+from tapt.util.digests import file_digest
 
 EDGE_BYTES = 2**20
 """The head and tail of an older fingerprint's "head+tail" entry."""
@@ -44,8 +46,6 @@ HUB = "(hub)"
 def file_entry(path: Path, hashed: str = "whole") -> dict:
     """Size, mtime (ns) and SHA-256 of ``path``: of its whole content, or (``hashed``
     "head+tail", to compare with an older fingerprint) of its first and last MiB."""
-    from tapt.digests import file_digest
-
     stat = path.stat()
     if hashed == "whole":
         sha = file_digest(path)
@@ -100,8 +100,6 @@ def beir_files(source: str, config: str | None, splits: list[str], revision: str
 
 def model_files(name: str, revision: str | None) -> dict:
     """A local model folder's weight files, or the Hub entry of a model id."""
-    from tapt.encoders.loading import resolve_model_path
-
     path = Path(resolve_model_path(name))
     if path.is_dir():
         weights = sorted(p for p in path.rglob("*") if p.suffix in WEIGHT_SUFFIXES

@@ -8,6 +8,9 @@ is missing or unreadable is a :class:`~tapt.recipe.RecipeError` naming ``eval.gu
 
 from __future__ import annotations
 
+from tapt.data import sources  # sources.load_data looked up at each call
+from tapt.data.beir import DataError, strictness
+from tapt.data.subcorpus import subcorpus_ids
 from tapt.recipe import Recipe, RecipeError
 
 GUARD_NAME = "guard"
@@ -19,19 +22,14 @@ def load_guard_data(source: str, split: str, *, relevant_from: int | str = "auto
                     lenient: bool = False):
     """The guard set's dataset with only ``split`` (the recipe's ``eval.guard_*`` and
     ``tapt merge --guard-*`` read it alike); errors are the loader's."""
-    from tapt.data.beir import strictness
-    from tapt.data.sources import load_data
-
-    return load_data(source, None, [split], relevant_from=relevant_from,
-                     **strictness(lenient))
+    return sources.load_data(source, None, [split], relevant_from=relevant_from,
+                             **strictness(lenient))
 
 
 def guard_evaluator(recipe: Recipe):
     """The recipe's guard evaluator (None without ``eval.guard_data``): the guard split on
     its sub-corpus (``eval.guard_distractors``, seeded with ``data.dev_seed``), encoded as
     dev is (batch size, top-k, dtype, titles)."""
-    from tapt.data.beir import DataError
-    from tapt.data.subcorpus import subcorpus_ids
     from tapt.retrieval.in_loop import RetrievalEvaluator
 
     settings = recipe.eval

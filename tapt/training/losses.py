@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import copy
 import os
 
 from torch import nn
 
+from tapt.encoders.loading import ModelSpec, load_sentence_transformer
 from tapt.recipe import LossSettings
+from tapt.training.lora import merge_lora
 
 
 def build_loss(model, settings: LossSettings) -> nn.Module:
@@ -73,15 +76,9 @@ def load_guide(model, guide: str):
     identity before training, is folded in so the guide is the base weights), any other
     value a model loaded through :func:`tapt.encoders.loading.load_sentence_transformer`."""
     if guide == "self":
-        import copy
-
-        from tapt.training.lora import merge_lora
-
         copied = copy.deepcopy(model)
         merge_lora(copied)
     else:
-        from tapt.encoders.loading import ModelSpec, load_sentence_transformer
-
         copied = load_sentence_transformer(ModelSpec(guide, device=str(model.device)))
     copied.requires_grad_(False)
     return copied.eval().to(model.device)

@@ -12,10 +12,16 @@ import json
 import logging
 from pathlib import Path
 
+from tapt.data.beir import DataError
 from tapt.encoders.loading import ModelSpec
+from tapt.hub import push_export
+from tapt.hub.push import check_environment
 from tapt.recipe import DaptRecipe, Recipe
 from tapt.training.distributed import is_main_process
+from tapt.training.errors import TrainingInterrupted
 from tapt.training.run_dir import RunDir
+from tapt.util.files import atomic_write_json, ensure_free_space, parameter_bytes, staging_folder
+from tapt.util.provenance import provenance
 
 logger = logging.getLogger(__name__)
 
@@ -32,15 +38,11 @@ def model_spec(recipe: Recipe | DaptRecipe) -> ModelSpec:
 def check_hub(recipe) -> None:
     """Before training: a recipe that pushes at the end needs a valid repo id and a token."""
     if recipe.hub.repo_id:
-        from tapt.hub.push import check_environment
-
         check_environment(recipe.hub.repo_id, dry_run=False)
 
 
 def export_staging(model, run: RunDir, recipe) -> Path:
     """The staging folder of ``final/``, after checking there is room for the export."""
-    from tapt.files import ensure_free_space, parameter_bytes, staging_folder
-
     bytes_per_value = 4 if recipe.export.dtype == "float32" else 2
     ensure_free_space(run.root, parameter_bytes(model, bytes_per_value), "the export")
     return staging_folder(run.final)
@@ -73,7 +75,6 @@ def check_exportable(model, evaluator, best_step: int | None, *,
 def run_trainer(trainer, run: RunDir, resume_from: str | None) -> None:
     """``trainer.train``; a non-finite stop is recorded in ``results.json`` and re-raised,
     Ctrl-C becomes :class:`~tapt.training.errors.TrainingInterrupted` (the last checkpoint)."""
-    from tapt.training.errors import TrainingInterrupted
     from tapt.training.nonfinite import NonFiniteTrainingError
 
     try:
@@ -91,10 +92,7 @@ def run_trainer(trainer, run: RunDir, resume_from: str | None) -> None:
 
 def write_results(run: RunDir, results: dict) -> None:
     """``results.json``, written whole or not at all, secrets redacted, with its
-    :func:`~tapt.provenance.provenance` (versions, date, command)."""
-    from tapt.files import atomic_write_json
-    from tapt.provenance import provenance
-
+    :func:`~tapt.util.provenance.provenance` (versions, date, command)."""
     atomic_write_json(run.results_file, {**results, "provenance": provenance()})
 
 
@@ -117,8 +115,6 @@ def read_history(run: RunDir) -> list[dict]:
             if cut:  # a crash while appending left half a line: skip it
                 logger.warning("%s:%d: incomplete last line skipped", run.metrics_file, number)
                 continue
-            from tapt.data.beir import DataError
-
             raise DataError(run.metrics_file, f"not an evaluation record ({err})", number,
                             "step") from None
         by_step[step] = entry
@@ -142,7 +138,6 @@ def push_to_hub(recipe, folder: Path) -> None:
     hub = recipe.hub
     if not hub.repo_id:
         return
-    from tapt.hub import push_export
 
     push_export(folder, hub.repo_id, private=hub.private, revision=hub.revision,
                 commit_message=hub.commit_message or f"tapt: {Path(recipe.output_dir).name}",

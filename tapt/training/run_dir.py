@@ -24,7 +24,9 @@ from pathlib import Path
 
 import yaml
 
-from tapt.recipe import DaptRecipe, Recipe
+from tapt.recipe import DaptRecipe, Recipe, recipe_to_yaml
+from tapt.util.digests import file_record, mismatch
+from tapt.util.files import atomic_write_json, atomic_write_text
 
 logger = logging.getLogger(__name__)
 
@@ -88,18 +90,13 @@ CHECKPOINT_MARKER = "tapt-complete.json"
 
 def mark_complete(folder: Path, step: int) -> None:
     """Record that ``folder`` holds a whole checkpoint: each file's size and content digest
-    (:func:`tapt.digests.file_record`, one pass over each), checked before it is resumed."""
-    from tapt.digests import file_record
-    from tapt.files import atomic_write_json
-
+    (:func:`tapt.util.digests.file_record`, one pass over each), checked before it is resumed."""
     files = {path.name: file_record(path) for path in sorted(folder.iterdir())
              if path.is_file() and path.name != CHECKPOINT_MARKER}
     atomic_write_json(folder / CHECKPOINT_MARKER, {"step": step, "files": files}, indent=None)
 
 
 def _complete(folder: Path, legacy: bool) -> bool:
-    from tapt.digests import mismatch
-
     try:
         json.loads((folder / "trainer_state.json").read_text(encoding="utf-8"))
         if legacy:
@@ -152,9 +149,6 @@ def write_recipe(run: RunDir, recipe: Recipe | DaptRecipe,
     (:mod:`tapt.training.fingerprint`) under :data:`FINGERPRINT_KEY`, atomically: other
     ranks never read half a recipe. The file still loads as a recipe (``load_recipe``
     ignores the fingerprint)."""
-    from tapt.files import atomic_write_text
-    from tapt.recipe import recipe_to_yaml
-
     text = recipe_to_yaml(recipe)
     if fingerprint:
         text += yaml.safe_dump({FINGERPRINT_KEY: fingerprint}, sort_keys=False)

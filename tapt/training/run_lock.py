@@ -1,5 +1,5 @@
 """One training at a time in a run folder (and one sweep in a sweep folder,
-:mod:`tapt.training.sweep`): an exclusive ``fcntl.flock`` on ``OUTPUT/tapt.lock``.
+:mod:`tapt.selection.sweep`): an exclusive ``fcntl.flock`` on ``OUTPUT/tapt.lock``.
 
 The lock file holds the holder's pid, host, start time and command line (JSON); it is
 removed when the run ends. A second run on the same folder is refused at once, naming the
@@ -32,8 +32,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from tapt.recipe import RecipeError
-from tapt.redaction import redact
 from tapt.training.distributed import is_main_process
+from tapt.util.redaction import redact
 
 logger = logging.getLogger(__name__)
 

@@ -41,10 +41,13 @@ from pathlib import Path
 
 import yaml
 
-from tapt.recipe import DaptRecipe, Recipe, RecipeError
+from tapt.encoders.model_paths import resolve_model_path
+from tapt.recipe import DaptRecipe, Recipe, RecipeError, recipe_record
 from tapt.training.distributed import is_main_process
+from tapt.training.fingerprint import compare, input_fingerprint
 from tapt.training.run_dir import FINGERPRINT_KEY, RunDir, set_aside_incomplete, write_recipe
 from tapt.training.run_lock import LOCK_NAME, RunLock, run_lock
+from tapt.util.outputs import OutputOnInputError, check_apart, resolved
 
 logger = logging.getLogger(__name__)
 
@@ -56,7 +59,7 @@ RUN_ENTRIES = {"recipe.yaml", "checkpoints", "metrics.jsonl", "final", "final.pa
                "results.json", "test.json", "incomplete", LOCK_NAME}
 """What a tapt run folder holds (besides ``tapt report`` output and PNGs)."""
 PARTIAL = re.compile(r"\..+\.\d+\.partial")
-"""A file :func:`tapt.files.atomic_write_text` was writing when a crash came."""
+"""A file :func:`tapt.util.files.atomic_write_text` was writing when a crash came."""
 
 
 @dataclass
@@ -103,8 +106,6 @@ def open_run_dir(recipe: Recipe | DaptRecipe, overwrite: bool = False
     """Check ``output_dir``, lock it (rank 0) and decide how the run starts there; the lock
     is held until the block ends. A folder the lock created and the run left empty (a
     failure before :meth:`RunStart.begin`) is removed again."""
-    from tapt.training.fingerprint import input_fingerprint
-
     check_output_dir(recipe)
     with run_lock(recipe.output_dir) as lock:
         start = prepare_run_dir(recipe, input_fingerprint(recipe), overwrite=overwrite)
@@ -114,8 +115,6 @@ def open_run_dir(recipe: Recipe | DaptRecipe, overwrite: bool = False
 
 def input_paths(recipe: Recipe | DaptRecipe) -> list[tuple[str, Path]]:
     """(recipe key, resolved path) of every local input the recipe reads."""
-    from tapt.encoders.loading import resolve_model_path
-
     data = recipe.data
     found = [("model.name", resolve_model_path(recipe.model.name) if recipe.model.name else ""),
              ("model.family_module", recipe.model.family_module)]
@@ -135,10 +134,8 @@ def check_output_dir(recipe: Recipe | DaptRecipe,
     """Refuse an ``output_dir`` that is a file, that is, holds or lies inside an input (a
     run writes checkpoints, metrics and an export there), whose path holds a secret, or
     that holds ``recipe_file`` (the recipe given), unless that is the run's own record
-    ``OUTPUT/recipe.yaml`` (which a resumed run rewrites) (:func:`tapt.outputs.check_apart`).
+    ``OUTPUT/recipe.yaml`` (which a resumed run rewrites) (:func:`tapt.util.outputs.check_apart`).
     """
-    from tapt.outputs import OutputOnInputError, check_apart
-
     given = Path(recipe.output_dir)
     if given.exists() and not given.is_dir():
         raise RecipeError(f"output_dir {given} is a file, not a folder; choose a new folder")
@@ -156,8 +153,6 @@ def check_output_dir(recipe: Recipe | DaptRecipe,
 def is_run_record(recipe_file: Path, output_dir: Path) -> bool:
     """``recipe_file`` is ``output_dir``'s own ``recipe.yaml`` as tapt wrote it (it records
     the inputs' fingerprint): resuming from it rewrites tapt's record, not a user's file."""
-    from tapt.outputs import resolved
-
     if resolved(recipe_file) != resolved(RunDir(output_dir).recipe_file):
         return False
     try:
@@ -211,9 +206,6 @@ def run_changes(previous: dict, recipe: Recipe | DaptRecipe, fingerprint: dict,
                 where: Path) -> tuple[list[str], list[str]]:
     """How the recorded run differs from this recipe, and from these inputs: one line
     per change, e.g. ``training.seed: 7 -> 8``, ``data: qrels/dev.tsv changed (...)``."""
-    from tapt.recipe import recipe_record
-    from tapt.training.fingerprint import compare
-
     current = recipe_record(recipe)  # as write_recipe records it
     sections = sorted((set(previous) | set(current)) - set(FREE_SECTIONS) - {FINGERPRINT_KEY})
     changed = [line for section in sections
@@ -237,8 +229,6 @@ def prepare_run_dir(recipe: Recipe | DaptRecipe, fingerprint: dict | None = None
     reads only. ``fingerprint``: the inputs' (computed when not given). Raises
     :class:`RecipeError` for a folder the run must not use."""
     if fingerprint is None:
-        from tapt.training.fingerprint import input_fingerprint
-
         fingerprint = input_fingerprint(recipe)
     run = RunDir(Path(recipe.output_dir))
     if not run_entries(run):

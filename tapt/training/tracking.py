@@ -4,7 +4,7 @@ transformers' ``WandbCallback`` starts a W&B run only when none is running, with
 project and run name as given and the command line as ``sys.argv`` holds it (W&B keeps it
 in the run's metadata, and ``wandb sync`` uploads it later). :func:`start_wandb` starts the
 run first, with the project, the run name and that command line redacted
-(:func:`tapt.redaction.redact`: a token pasted into an override is in all three); the
+(:func:`tapt.util.redaction.redact`: a token pasted into an override is in all three); the
 callback then reports to it and adds the trainer's arguments to its config (their
 ``run_name`` and ``project`` are redacted by :func:`tapt.training.arguments.common_arguments`).
 
@@ -22,7 +22,7 @@ from __future__ import annotations
 import sys
 
 from tapt.recipe import RecipeError
-from tapt.redaction import redact
+from tapt.util.redaction import redact
 
 NO_CREDENTIALS_MODES = ("offline", "dryrun", "disabled")
 """W&B modes that run without an account (``WANDB_MODE``, or ``wandb offline``)."""

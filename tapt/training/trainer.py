@@ -20,9 +20,15 @@ from pathlib import Path
 
 from sentence_transformers import SentenceTransformerTrainer
 from transformers import Trainer
+from transformers.trainer_utils import rotate_checkpoints
 
+from tapt.training.export import drop_data_samples, redact_card
+from tapt.training.log_lines import use_log_lines
 from tapt.training.lora import has_lora, load_lora_checkpoint
 from tapt.training.nonfinite import QUERY_IDS_KEY, NonFiniteGuard
+from tapt.training.run_dir import mark_complete
+from tapt.training.tracking import start_wandb
+from tapt.util.files import ensure_free_space, parameter_bytes
 
 
 class GuardedTrainerMixin:
@@ -33,18 +39,13 @@ class GuardedTrainerMixin:
         self.guard = guard or NonFiniteGuard()
         callbacks = [*(kwargs.pop("callbacks", None) or []), self.guard]
         super().__init__(*args, callbacks=callbacks, **kwargs)
-        from tapt.training.log_lines import use_log_lines
 
         use_log_lines(self)  # tapt's log lines, not the Trainer's printed dicts
         card = getattr(self.model, "model_card_data", None)
         if card is not None:  # set from the data while the trainer was made
-            from tapt.training.export import drop_data_samples
-
             drop_data_samples(card)
 
     def train(self, *args, **kwargs):
-        from tapt.training.tracking import start_wandb
-
         start_wandb(self.args, main_process=self.is_world_process_zero())
         return super().train(*args, **kwargs)
 
@@ -63,11 +64,6 @@ class GuardedTrainerMixin:
         """Check the free space first; mark the checkpoint complete once every file is
         written, and only then delete older checkpoints (a crash mid-save leaves the
         previous complete checkpoint to resume from)."""
-        from transformers.trainer_utils import rotate_checkpoints
-
-        from tapt.files import ensure_free_space, parameter_bytes
-        from tapt.training.run_dir import mark_complete
-
         run_dir = Path(self._get_output_dir(trial=trial))
         if self.args.should_save:
             trainable = sum(p.numel() * p.element_size() for p in self.model.parameters()
@@ -80,8 +76,6 @@ class GuardedTrainerMixin:
         finally:
             self.args.save_total_limit = limit
         if self.args.should_save:
-            from tapt.training.export import redact_card
-
             checkpoint = run_dir / f"checkpoint-{self.state.global_step}"
             redact_card(checkpoint / "README.md")  # before the marker records its size
             mark_complete(checkpoint, self.state.global_step)

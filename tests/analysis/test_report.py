@@ -11,12 +11,12 @@ import pytest
 import yaml
 
 import tapt
-from tapt.analysis.plots import new_figure, save
 from tapt.analysis.report import build_report, curve_figure
 from tapt.cli import main
 from tapt.data.subcorpus import subcorpus_ids
 from tapt.retrieval.bm25 import BM25Retriever
 from tapt.retrieval.metrics import METRIC_KEYS
+from tapt.util.figures import new_figure, save
 
 HISTORY = [(0, 0.0, 0.31), (5, 0.5, 0.52), (10, 1.0, 0.61), (15, 1.5, 0.58)]
 

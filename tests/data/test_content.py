@@ -11,7 +11,7 @@ import pytest
 from tapt.data.beir import DataError, load_beir_folder
 from tapt.data.content import check_made_from, dataset_digests, made_from
 from tapt.data.sources import load_data
-from tapt.digests import write_sidecar
+from tapt.util.digests import write_sidecar
 
 
 def test_digests_do_not_depend_on_the_store_or_the_folder_and_name_each_part(tiny_beir_path,

@@ -159,9 +159,3 @@ def test_mined_negatives_follow_the_graded_ones_and_short_rows_are_kept(tiny):
     table = build_training_rows(tiny, "train", mined=mined, mined_per_row=2)
     widths = sorted(len(part.column_names) for part in table.values())
     assert widths == [4, 5]  # one mined negative: a row of 4 columns, not dropped
-
-
-def test_build_triplets_is_kept_as_the_deprecated_name_of_build_training_rows():
-    from tapt.data.triplets import build_training_rows, build_triplets
-
-    assert build_triplets is build_training_rows

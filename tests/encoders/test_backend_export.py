@@ -80,7 +80,7 @@ def test_an_extra_installed_at_a_version_that_cannot_import_is_the_same_one_line
 
 
 def test_an_output_inside_the_source_or_holding_it_is_refused(tiny_bert_path, tmp_path):
-    from tapt.outputs import OutputOnInputError
+    from tapt.util.outputs import OutputOnInputError
 
     parent = tmp_path / "parent"
     source = parent / "model"
@@ -96,7 +96,7 @@ def test_an_output_inside_the_source_or_holding_it_is_refused(tiny_bert_path, tm
 
 def test_the_export_output_check_is_the_shared_one(tiny_bert_path, tiny_beir_path, tmp_path,
                                                    monkeypatch, capsys):
-    """tapt export's --output goes through tapt.outputs.check_apart: the --calibration-data
+    """tapt export's --output goes through tapt.util.outputs.check_apart: the --calibration-data
     corpus is an input, and a path holding a secret is refused (its own check knew
     neither)."""
     token = "hf_" + "kQ7vX2mB9pL4nR8tW1yZ3cF6hJ0dS5gAeU"

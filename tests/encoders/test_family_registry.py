@@ -20,20 +20,20 @@ from sentence_transformers.sentence_transformer.modules import Pooling
 import tapt
 from tapt.cli import build_parser, main
 from tapt.encoders.loading import ModelSpec
-from tapt.encoders.presets import (
+from tapt.encoders.presets import get_preset
+from tapt.encoders.sentence import SentenceTransformerEncoder
+from tapt.recipe import RecipeError, load_recipe
+from tapt.retrieval.metrics import METRIC_KEYS
+from tapt.training.contrastive import train
+from tapt.util.families import (
     FAMILY_PATTERNS,
     POOLING_MODES,
     PRESETS,
     FamilyError,
     detect_family,
-    get_preset,
     register_family,
     unregister_family,
 )
-from tapt.encoders.sentence import SentenceTransformerEncoder
-from tapt.recipe import RecipeError, load_recipe
-from tapt.retrieval.metrics import METRIC_KEYS
-from tapt.training.contrastive import train
 
 FAMILY = "cls-bert"
 PROMPTS = {"query": "query: ", "document": "passage: "}

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from tapt import cli
-from tapt.cli.options import model_options
+from tapt.cli.inputs import model_options
 from tapt.data.stats import token_lengths, tokenizer_counter, truncation_shares
 from tapt.encoders.loading import ModelSpec, load_sentence_transformer
 from tapt.encoders.long_passages import (

@@ -17,16 +17,11 @@ from tapt.encoders.loading import (
     configure,
     ensure_eos_appended,
     load_sentence_transformer,
-    resolve_model_path,
 )
-from tapt.encoders.presets import (
-    FORMBENCH_TASK,
-    PRESETS,
-    detect_family,
-    get_preset,
-    qwen3_instruction,
-)
+from tapt.encoders.model_paths import resolve_model_path
+from tapt.encoders.presets import get_preset
 from tapt.encoders.sentence import SentenceTransformerEncoder
+from tapt.util.families import FORMBENCH_TASK, PRESETS, detect_family, qwen3_instruction
 
 QUERIES = ["Which thickener keeps the hand cream stable?",
            "What surfactant gives the shampoo a rich foam at pH 5.5?"]

@@ -169,7 +169,7 @@ def test_dense_retrieval_reuses_the_cache_and_encodes_only_changed_passages(tiny
 
 @pytest.mark.skipif(not hasattr(mmap, "MADV_DONTNEED"), reason="no madvise here")
 def test_reading_the_rows_in_parts_equals_get_and_drops_the_shards_pages(tmp_path):
-    from tapt.mapped_file import MappedFile
+    from tapt.util.mapped_file import MappedFile
 
     texts = [f"passage {i}" for i in range(4000)]
     rows = _rows(4000, dim=512)  # 8 MB in one shard
@@ -196,7 +196,7 @@ def test_reading_the_rows_in_parts_equals_get_and_drops_the_shards_pages(tmp_pat
 
 
 def test_manifests_record_digests_and_one_without_them_is_re_encoded(tmp_path, caplog):
-    from tapt.digests import file_record
+    from tapt.util.digests import file_record
 
     cache = EmbeddingCache(tmp_path, {"model": "m"})
     cache.put(["a", "b"], _rows(2))
@@ -263,7 +263,7 @@ def test_prune_keeps_a_key_while_a_cache_is_open_on_it(tmp_path, caplog):
 
 
 def test_a_cache_reopened_after_prune_renamed_its_folder_uses_a_fresh_one(tmp_path):
-    from tapt.cache_entries import InUse
+    from tapt.util.cache_entries import InUse
 
     cache = EmbeddingCache(tmp_path, {"model": "m"})
     cache.put(["a"], _rows(1))

@@ -13,8 +13,8 @@ from safetensors.torch import load_file, save_file
 
 from tapt import DenseRetriever, Encoder, evaluate
 from tapt.cli import main
-from tapt.retrieval.finite import NonFiniteEmbeddingsError
 from tapt.retrieval.sharding import share
+from tapt.util.finite import NonFiniteEmbeddingsError
 
 
 class PoisonedEncoder(Encoder):

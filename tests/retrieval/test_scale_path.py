@@ -297,8 +297,8 @@ def test_cached_corpora_are_listed_with_their_source_and_pruned_by_last_use(tiny
     import os
     import time
 
-    from tapt.cache_entries import prune_entries
     from tapt.data.arrow_corpus import list_corpus_files
+    from tapt.util.cache_entries import prune_entries
 
     other = tmp_path / "other"
     shutil.copytree(tiny_beir_path, other)
@@ -364,9 +364,9 @@ def test_analyses_on_the_arrow_store_give_the_memory_stores_results(command, tin
 
 
 def test_the_arrow_file_has_a_digest_record_and_prune_deletes_both(tiny_beir_path, tmp_path):
-    from tapt.cache_entries import prune_entries
     from tapt.data.arrow_corpus import list_corpus_files
-    from tapt.digests import check_sidecar, file_digest
+    from tapt.util.cache_entries import prune_entries
+    from tapt.util.digests import check_sidecar, file_digest
 
     corpus = open_arrow_corpus(tiny_beir_path / "corpus.jsonl", cache_dir=tmp_path / "cache")
     assert check_sidecar(corpus.path) is None

@@ -130,7 +130,7 @@ def test_duplicates_mixed_teachers_other_splits_and_empty_files_are_refused(data
 def test_the_digest_record_holds_the_data_and_the_mined_file_scored(dataset, tiny_beir_path,
                                                                     tmp_path):
     from tapt.data.content import dataset_digests
-    from tapt.digests import file_digest, read_sidecar
+    from tapt.util.digests import file_digest, read_sidecar
 
     mined = tmp_path / "mined.jsonl"
     assert main(["mine", "--data", str(tiny_beir_path), "--retriever", "bm25", "--output",

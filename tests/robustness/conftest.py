@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import logging
+import shutil
 import sys
 from pathlib import Path
 
@@ -91,7 +92,7 @@ def quiet_cli(monkeypatch):
     """CLI messages on one line each (paths are not wrapped); undoes the logging set-up
     ``cli.main`` does."""
     from tapt import cli
-    from tapt.redaction import RedactingConsole
+    from tapt.util.redaction import RedactingConsole
 
     monkeypatch.setattr(cli.terminal, "console",
                         RedactingConsole(width=10_000, color_system=None))
@@ -169,7 +170,43 @@ def dataset_dir(tmp_path):
 def line_limit(monkeypatch):
     """A small line-length limit, so that the "line over the limit" cases stay cheap (the
     100 MB line is tried by benchmarks/fuzz_readers.py)."""
-    from tapt.data import beir
+    from tapt.data import lines
 
-    monkeypatch.setattr(beir, "MAX_LINE_BYTES", 4096, raising=False)
+    monkeypatch.setattr(lines, "MAX_LINE_BYTES", 4096, raising=False)
     return 4096
+
+
+# --- the models and data several trial modules start from ---------------------------------
+
+@pytest.fixture(scope="session")
+def synth_tiny(tmp_path_factory) -> Path:
+    """``tapt data synth tiny --queries 30 --distractors 10 --seed 0`` (FormBench grades
+    3/2/1), built once: read-only (copy it to change it)."""
+    from tapt.data.synth import synthesize
+
+    folder = tmp_path_factory.mktemp("trial") / "tiny"
+    synthesize(folder, queries=30, distractors=10, seed=0)
+    return folder
+
+
+@pytest.fixture
+def model_copy(tiny_bert_path, tmp_path) -> Path:
+    """A writable copy of the tiny BERT model (``tmp_path/model``), for a test that changes
+    the folder or writes beside it."""
+    return Path(shutil.copytree(tiny_bert_path, tmp_path / "model"))
+
+
+EXPORT_CARD = ("---\nlicense: apache-2.0\nlibrary_name: sentence-transformers\n---\n"
+               "# tiny\n")
+
+
+def export_like(model: Path, target: Path, drop: tuple[str, ...] = ()) -> Path:
+    """A plain-file copy of ``model`` that passes every push check: LICENSE and a card."""
+    from tapt.training.export import apache_license_text
+
+    shutil.copytree(model, target)
+    (target / "LICENSE").write_text(apache_license_text(), encoding="utf-8")
+    (target / "README.md").write_text(EXPORT_CARD, encoding="utf-8")
+    for name in drop:
+        (target / name).unlink()
+    return target

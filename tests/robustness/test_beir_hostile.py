@@ -351,7 +351,8 @@ def test_lenient_accepts_what_public_beir_sets_have(tmp_path, reliability_case, 
 
 def test_write_then_read_round_trip(tmp_path, reliability_case):
     """What tapt writes (write_beir) it reads back, unicode and odd-but-valid ids included;
-    an id with a space (tapt.ids' rule: no whitespace) is refused before anything is written."""
+    an id with a space (tapt.util.ids' rule: no whitespace) is refused before anything is
+    written."""
     from tapt.data.beir import DataError, Passage, write_beir
 
     corpus = {'d"1': Passage("quote in id"), "d|2": Passage("bar in id"),

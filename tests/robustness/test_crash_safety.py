@@ -14,9 +14,9 @@ import torch
 from safetensors.torch import load_file
 
 from tapt.cli import main
-from tapt.files import DiskSpaceError, ensure_free_space
 from tapt.recipe import load_recipe
 from tapt.training.contrastive import train
+from tapt.util.files import DiskSpaceError, ensure_free_space
 
 WORKER = Path(__file__).with_name("crash_worker.py")
 STEPS = {"max_steps": 6, "eval_steps": 2, "save_total_limit": 3}

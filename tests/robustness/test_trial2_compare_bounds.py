@@ -7,7 +7,7 @@ its split, relevance rule and top-k; ``tapt compare`` refuses to pair results th
 in any of them, naming the field and both files (``--allow-different`` lifts corpus,
 sub-corpus or top-k); files without a fingerprint are compared with a warning.
 
-Class 5: every numeric flag and recipe key has its range in ``tapt.bounds``, checked when
+Class 5: every numeric flag and recipe key has its range in ``tapt.util.bounds``, checked when
 the command line or the recipe is parsed; a value that overflows or empties the float32 it
 is used in is refused with the reason.
 """
@@ -26,10 +26,10 @@ import pytest
 import yaml
 
 from robustness.conftest import QUERIES, jsonl_lines, qrels_lines, write_dataset
-from tapt import bounds
-from tapt.bounds import Bound
 from tapt.cli import build_parser
 from tapt.data.beir import DataError
+from tapt.util import bounds
+from tapt.util.bounds import Bound
 
 AREA_PAIRING = "comparisons across data"
 AREA_BOUNDS = "numeric ranges"
@@ -602,12 +602,12 @@ def numeric_flags():
 
 @mark(AREA_BOUNDS, "every numeric flag of every command", "a number with no upper end "
       "(--k1 1e100, --top-k 10**9, --queries 10**12)", "every flag's type carries a "
-      "tapt.bounds range with an upper end, and its help shows it")
+      "tapt.util.bounds range with an upper end, and its help shows it")
 def test_every_numeric_flag_has_a_bounded_documented_range():
     seen = 0
     for path, flag, kind in numeric_flags():
         bound = getattr(kind, "bound", None)
-        assert isinstance(bound, Bound), f"tapt {' '.join(path)} {flag}: no tapt.bounds range"
+        assert isinstance(bound, Bound), f"tapt {' '.join(path)} {flag}: no tapt.util.bounds range"
         assert bound.high is not None, f"tapt {' '.join(path)} {flag}: {bound.description}"
         seen += 1
     assert seen >= 60
@@ -641,7 +641,7 @@ def numeric_fields(model, prefix=""):
 
 @mark(AREA_BOUNDS, "every numeric recipe key (TAPT and DAPT)", "a number with no upper end "
       "(loss.scale 1e39, training.learning_rate 1e10, teacher targets 1e30)",
-      "every key's annotation carries a tapt.bounds range with an upper end; tapt recipe "
+      "every key's annotation carries a tapt.util.bounds range with an upper end; tapt recipe "
       "schema shows it")
 @pytest.mark.parametrize("kind", ["tapt", "dapt"])
 def test_every_numeric_recipe_key_has_a_bounded_documented_range(kind):

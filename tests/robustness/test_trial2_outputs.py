@@ -73,16 +73,13 @@ def quietly(argv: list[str]) -> int:
 
 
 @pytest.fixture(scope="module")
-def workspace(tmp_path_factory, tiny_bert_path) -> Workspace:
+def workspace(tmp_path_factory, tiny_bert_path, synth_tiny) -> Workspace:
     """Data (tapt data synth), two model folders, a bm25 result file, a mined file, two
     finished-looking run folders whose recipe reads the data (``final/`` a copy of the
     model), a copy of the queries (a ``--queries`` file), ``link`` -> the data folder and
     ``guard``, a copy of the data."""
-    from tapt.data.synth import synthesize
-
     root = tmp_path_factory.mktemp("outputs-on-inputs")
-    data = root / "data"
-    synthesize(data, queries=30, distractors=10, seed=0)
+    data = Path(shutil.copytree(synth_tiny, root / "data"))
     model = Path(shutil.copytree(tiny_bert_path, root / "model"))
     model_b = Path(shutil.copytree(tiny_bert_path, root / "model-b"))
     result, mined = root / "results" / "bm25.json", root / "mined.jsonl"
@@ -395,7 +392,7 @@ def test_a_sweep_writes_only_into_an_empty_folder_or_its_own(content, make_recip
 def test_a_sweep_folder_from_before_the_marker_is_still_resumed(make_recipe, tmp_path):
     """Compatibility (passes before and after the change): a folder an older tapt sweep
     wrote (sweep.json of its shape, sweep.md, its trial folders, no marker) is a sweep's."""
-    from tapt.training.sweep import plan_sweep
+    from tapt.selection.sweep import plan_sweep
 
     recipe_file, _ = make_recipe("old", training={"max_steps": 2})
     folder = tmp_path / "old-sweep"

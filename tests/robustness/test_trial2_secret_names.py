@@ -57,7 +57,7 @@ def test_a_sweep_names_a_secret_value_by_a_digest_and_no_file_holds_it(make_reci
               "name")
 def test_a_sweep_value_holding_an_exact_secret_without_token_shape(make_recipe, monkeypatch,
                                                                    tmp_path):
-    from tapt.training.sweep import plan_sweep
+    from tapt.selection.sweep import plan_sweep
 
     monkeypatch.setenv("OPENAI_API_KEY", PLAIN_SECRET)
     recipe_file, _ = make_recipe("plain-secret")
@@ -122,7 +122,7 @@ def test_an_output_path_holding_a_token_shape_is_refused(make_recipe, tmp_path, 
 
 def export_with(tiny_bert_path: Path, target: Path, relative: str) -> Path:
     """A plain export that passes every push check, plus a small file at ``relative``."""
-    from robustness.test_trial_models import export_like
+    from robustness.conftest import export_like
 
     export = export_like(tiny_bert_path, target)
     path = export / relative

@@ -1,6 +1,6 @@
 """Stored artefacts read back without a check, and cache writes under concurrency (issue 22,
 classes 1 and 6): embedding shards, Arrow corpora, teacher scores, mined negatives and
-checkpoints carry a content digest checked when read (``tapt.digests``); a failed cache write
+checkpoints carry a content digest checked when read (``tapt.util.digests``); a failed cache write
 never aborts the work it was caching; ``tapt cache prune`` keeps off a folder in use."""
 
 from __future__ import annotations
@@ -480,7 +480,7 @@ def test_a_teacher_file_changed_since_tapt_score_is_refused(synth_path, tmp_path
 def test_a_sweep_does_not_keep_finished_trials_after_the_teacher_changes(
         make_recipe, synth_path, tmp_path):
     from tapt.cli import main
-    from tapt.training.sweep import plan_sweep
+    from tapt.selection.sweep import plan_sweep
 
     scores = score(synth_path, tmp_path / "teacher.jsonl")
     recipe_file, _ = make_recipe("sweep", data=ROWS,

@@ -15,17 +15,8 @@ import tapt
 from robustness.conftest import CORPUS, QUERIES, jsonl_lines, qrels_lines, write_dataset
 from tapt.data.beir import DataError
 from tapt.data.relevance import BEIR, FORMBENCH, choose_rule
-from tapt.data.synth import synthesize
 
 AREA = "data rules"
-
-
-@pytest.fixture(scope="module")
-def synth_tiny(tmp_path_factory) -> Path:
-    """``tapt data synth tiny --queries 30 --distractors 10 --seed 0`` (FormBench 3/2/1)."""
-    folder = tmp_path_factory.mktemp("trial") / "tiny"
-    synthesize(folder, queries=30, distractors=10, seed=0)
-    return folder
 
 
 def regraded(source: Path, target: Path, grades: dict[int, int]) -> Path:
@@ -131,7 +122,7 @@ BAD_IDS = [("a space (query 0 \u00e9)", "query 0 \u00e9"),
     area=AREA, reader="ids (corpus, queries, qrels, mined)",
     fault="an id with whitespace or an invisible character: query 0 \u00e9, U+00A0, U+3000, "
           "U+200B, U+200F, U+2028 (in queries.jsonl, corpus.jsonl and qrels)",
-    behaviour="refused at load with file:line and the field (tapt.ids: no Unicode "
+    behaviour="refused at load with file:line and the field (tapt.util.ids: no Unicode "
               "whitespace Z*/isspace, no control or format character C*)")
 def test_ids_with_whitespace_or_invisible_characters_are_refused(name, value, tmp_path,
                                                                   quiet_cli, capsys):

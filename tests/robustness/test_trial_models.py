@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from robustness.conftest import export_like
 from tapt.cli import main
 from tapt.encoders.loading import ModelSpec, load_sentence_transformer
 from tapt.encoders.tokenizer_check import TokenizerError, check_tokenizer
@@ -19,7 +20,6 @@ from tapt.hub.checks import check_export
 from tapt.hub.errors import PushRefused
 
 AREA = "wrong results"
-CARD = "---\nlicense: apache-2.0\nlibrary_name: sentence-transformers\n---\n# tiny\n"
 
 
 def linked_copy(source: Path, target: Path, drop: tuple[str, ...] = ()) -> Path:
@@ -32,26 +32,6 @@ def linked_copy(source: Path, target: Path, drop: tuple[str, ...] = ()) -> Path:
     return target
 
 
-def export_like(model: Path, target: Path, drop: tuple[str, ...] = ()) -> Path:
-    """A plain-file copy of ``model`` that passes every push check: LICENSE and a card."""
-    from tapt.training.export import apache_license_text
-
-    shutil.copytree(model, target)
-    (target / "LICENSE").write_text(apache_license_text(), encoding="utf-8")
-    (target / "README.md").write_text(CARD, encoding="utf-8")
-    for name in drop:
-        (target / name).unlink()
-    return target
-
-
-def synth_tiny(folder: Path) -> Path:
-    """The issue's data: ``tapt data synth tiny --queries 30 --distractors 10 --seed 0``."""
-    from tapt.data.synth import synthesize
-
-    synthesize(folder, queries=30, distractors=10, seed=0)
-    return folder
-
-
 # ------------------------------------------------------------- 1: the tokenizer is real
 
 @pytest.mark.reliability(
@@ -60,11 +40,11 @@ def synth_tiny(folder: Path) -> Path:
           "builds a 5-token BertTokenizer: every word [UNK], nDCG@10 0.38 instead of 0.80)",
     behaviour="refused before encoding, exit 2, naming the model folder and the missing "
               "tokenizer.json / vocab.txt")
-def test_eval_refuses_a_model_without_its_tokenizer_vocabulary(minilm_path, tmp_path,
-                                                               quiet_cli, capsys):
+def test_eval_refuses_a_model_without_its_tokenizer_vocabulary(minilm_path, synth_tiny,
+                                                               tmp_path, quiet_cli, capsys):
     broken = linked_copy(minilm_path, tmp_path / "minilm-no-tokenizer",
                          drop=("tokenizer.json", "vocab.txt"))
-    data = synth_tiny(tmp_path / "tiny")
+    data = synth_tiny
     output = tmp_path / "metrics.json"
     code = main(["eval", "--model", str(broken), "--data", str(data), "--split", "test",
                  "--output", str(output), "--quiet"])

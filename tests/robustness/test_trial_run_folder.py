@@ -99,10 +99,8 @@ def test_resume_refuses_data_regenerated_behind_the_same_path(make_recipe, tmp_p
     area=AREA, reader="resume (input fingerprint)",
     fault="model weights replaced behind the same model path between crash and resume",
     behaviour="refused, naming the weight file (model: model.safetensors changed)")
-def test_resume_refuses_model_weights_changed_behind_the_same_path(tiny_bert_path, make_recipe,
-                                                                    tmp_path):
-    model = tmp_path / "model"
-    shutil.copytree(tiny_bert_path, model)
+def test_resume_refuses_model_weights_changed_behind_the_same_path(model_copy, make_recipe):
+    model = model_copy
     recipe = load_recipe(make_recipe("weights", model_path=model)[0])
     run = RunDir(Path(recipe.output_dir))
     write_recipe(run, recipe, fingerprint.input_fingerprint(recipe))

@@ -65,9 +65,9 @@ def test_token_shaped_query_ids_are_kept_in_results_and_run_files(tmp_path, monk
     behaviour="written unchanged (exact secret values only); a token pasted into a free-text "
               "label (tracking.run_name) is still recorded as ***")
 def test_structured_writers_redact_exact_secret_values_only(tmp_path, monkeypatch):
-    from tapt.files import append_json_line
     from tapt.recipe import Recipe, recipe_to_yaml
     from tapt.retrieval.mining import MiningSettings, write_mined
+    from tapt.util.files import append_json_line
 
     monkeypatch.setenv("HF_TOKEN", TOKEN)
     append_json_line(tmp_path / "metrics.jsonl", {"step": 2, "query": TOKEN_SHAPED_IDS[0],
@@ -163,7 +163,8 @@ def test_a_recipe_with_a_bad_hub_repo_id_is_refused_at_load(repo_id, make_recipe
 
 def test_a_hub_dataset_id_follows_the_same_rule(tmp_path, monkeypatch):
     from tapt.data.beir import DataError
-    from tapt.data.sources import hub_id_problem, load_data
+    from tapt.data.sources import load_data
+    from tapt.util.ids import hub_id_problem
 
     monkeypatch.chdir(tmp_path)
     with pytest.raises(DataError, match="no such folder"):

@@ -5,7 +5,6 @@ whose packages are missing, and quantised-index flags that do not combine."""
 from __future__ import annotations
 
 import json
-import shutil
 import sys
 
 import pytest
@@ -25,10 +24,9 @@ def digest(folder) -> dict[str, bytes]:
     fault="a tapt export for the onnx backend (tapt_preset.json backend: onnx) evaluated "
           "without --backend onnx",
     behaviour="refused before encoding, exit 2, one line naming the model and --backend onnx")
-def test_an_onnx_export_evaluated_with_torch_is_refused(tiny_bert_path, tiny_beir_path,
+def test_an_onnx_export_evaluated_with_torch_is_refused(model_copy, tiny_beir_path,
                                                         tmp_path, quiet_cli, capsys):
-    folder = tmp_path / "onnx-export"
-    shutil.copytree(tiny_bert_path, folder)
+    folder = model_copy  # a tapt export for the onnx backend
     (folder / "tapt_preset.json").write_text(json.dumps(
         {"family": "default", "stage": "export", "backend": "onnx"}), encoding="utf-8")
     output = tmp_path / "metrics.json"
@@ -46,14 +44,13 @@ def test_an_onnx_export_evaluated_with_torch_is_refused(tiny_bert_path, tiny_bei
           "--overwrite) a folder that is not a tapt export",
     behaviour="each refused before loading, exit 2, one line; the source and the folder "
               "are unchanged")
-def test_an_export_never_writes_into_its_source(tiny_bert_path, tmp_path, quiet_cli, capsys):
-    source = tmp_path / "model"
-    shutil.copytree(tiny_bert_path, source)
+def test_an_export_never_writes_into_its_source(model_copy, tmp_path, quiet_cli, capsys):
+    source = model_copy
     before = digest(source)
     mine = tmp_path / "mine"
     mine.mkdir()
     (mine / "notes.txt").write_text("keep", encoding="utf-8")
-    never = "never writes on, inside or around an input"  # tapt.outputs.check_apart
+    never = "never writes on, inside or around an input"  # tapt.util.outputs.check_apart
     for output, extra, expected in ((source, ["--overwrite"], never),
                                     (source / "onnx", [], never),
                                     (mine, ["--overwrite"], "not a tapt export")):

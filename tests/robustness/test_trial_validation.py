@@ -1,7 +1,7 @@
 """Values refused where they are given (issue 14, defects 10 (schema), 11, 12, and output
 paths): a recipe value that can be checked without loading anything is checked by the
 schema (``tapt validate``, ``load_recipe``), naming the key; every numeric flag of every
-command goes through one of ``tapt.cli_options.NUMBER_TYPES``; the library functions
+command goes through one of ``tapt.cli.options.NUMBER_TYPES``; the library functions
 behind the flags refuse the same values naming the parameter; and every output path is
 checked before a command loads its data or model."""
 
@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tapt import cli_options
 from tapt.cli import build_parser
+from tapt.cli import options as cli_options
 from tapt.recipe import DaptRecipe, Recipe, RecipeError, Section, annotation_types, load_recipe
 
 AREA = "validation"

@@ -291,7 +291,7 @@ def test_result_files_use_stable_keys_and_record_where_they_came_from(tapt_run, 
 
 
 def test_the_command_is_recorded_redacted():
-    from tapt.provenance import command_line
+    from tapt.util.provenance import command_line
 
     assert command_line(["/venv/bin/tapt", "train", "r.yaml", "--test"]) == \
         "tapt train r.yaml --test"

@@ -11,9 +11,10 @@ from tapt.analysis.report import build_report, write_report
 from tapt.cli import main
 from tapt.recipe import DaptRecipe, RecipeError, load_recipe
 from tapt.retrieval.metrics import METRIC_KEYS
+from tapt.selection.merge import best_weight
+from tapt.selection.merge_types import GridPoint
 from tapt.training.contrastive import train
-from tapt.training.merge import MergeError, best_weight
-from tapt.training.merge_types import GridPoint
+from tapt.training.weights import MergeError
 
 GUARD = {"max_steps": 4, "eval_steps": 2, "save_total_limit": 3}
 

@@ -25,8 +25,8 @@ def test_no_checkpoint_means_a_fresh_start(tmp_path):
 def test_a_checkpoint_marker_records_content_digests_and_old_markers_check_sizes(tmp_path):
     import json
 
-    from tapt.digests import file_record
     from tapt.training.run_dir import CHECKPOINT_MARKER, mark_complete
+    from tapt.util.digests import file_record
 
     run = RunDir(tmp_path)
     folder = run.checkpoints / "checkpoint-2"

@@ -14,7 +14,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from tapt.bounds import SYNTH_DISTRACTORS, SYNTH_QUERIES
 from tapt.data.beir import ANCHOR, HARD_NEGATIVE, SOFT_NEGATIVE, SPLITS, Passage, Qrels, write_beir
 from tapt.data.synth.entities import Formulation, KeyIndex, jaccard, role_swaps
 from tapt.data.synth.passages import render
@@ -31,6 +30,7 @@ from tapt.data.synth.patents import (
 )
 from tapt.data.synth.queries import Key, query_text
 from tapt.data.synth.vocabulary import MODES, Mode
+from tapt.util.bounds import SYNTH_DISTRACTORS, SYNTH_QUERIES
 
 _QUERIES_PER_PATENT = (1, 1, 1, 2, 2, 3)
 
@@ -142,7 +142,7 @@ def _mean(values: Sequence[float]) -> float:
 
 def _check_arguments(queries: int, distractors: int, variant: str,
                      split_fractions: tuple[float, float, float]) -> None:
-    SYNTH_QUERIES.check(queries, "queries")  # built in memory: tapt.bounds states the limits
+    SYNTH_QUERIES.check(queries, "queries")  # built in memory: tapt.util.bounds states the limits
     SYNTH_DISTRACTORS.check(distractors, "distractors")
     if variant not in VARIANTS:
         raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")

@@ -26,8 +26,8 @@ from dataclasses import dataclass
 import httpx
 
 from tapt.encoders.api.ratelimit import RateLimiter
-from tapt.redaction import redact
-from tapt.retry import RetryPolicy, parse_retry_after
+from tapt.util.redaction import redact
+from tapt.util.retry import RetryPolicy, parse_retry_after
 
 logger = logging.getLogger(__name__)
 

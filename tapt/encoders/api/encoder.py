@@ -39,13 +39,13 @@ from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
 
-from tapt.bounds import NON_NEGATIVE_FLOAT, POSITIVE_FLOAT, POSITIVE_INT, check_optional
 from tapt.encoders.api.cache import EmbeddingCache, cache_key
 from tapt.encoders.api.client import JSONClient, MalformedResponse, RetryPolicy
 from tapt.encoders.api.models import PRICE_DATE, ModelInfo, check_dimensions, model_info
 from tapt.encoders.api.ratelimit import RateLimiter
 from tapt.encoders.api.tokens import ByteBound, TokenCounter
 from tapt.encoders.base import EncodedBatch, Encoder, TextKind, collect_in_order
+from tapt.util.bounds import NON_NEGATIVE_FLOAT, POSITIVE_FLOAT, POSITIVE_INT, check_optional
 
 logger = logging.getLogger(__name__)
 

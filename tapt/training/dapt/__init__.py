@@ -39,6 +39,10 @@ import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from transformers import set_seed
+
+from tapt.data.passages import collect_passages, split_held_out
+from tapt.encoders.loading import load_sentence_transformer
 from tapt.recipe import DaptRecipe
 from tapt.training.dapt.export import dapt_card_section, export_dapt
 from tapt.training.dapt.inputs import (
@@ -63,6 +67,7 @@ from tapt.training.dapt.mlm import (
 from tapt.training.dapt.recorder import DaptRecorder
 from tapt.training.dapt.simcse import restore_dropout, set_dropout, simcse_trainer
 from tapt.training.distributed import is_main_process
+from tapt.training.nonfinite import NonFiniteGuard
 from tapt.training.run import (
     check_exportable,
     check_hub,
@@ -75,6 +80,7 @@ from tapt.training.run import (
 )
 from tapt.training.run_start import RunStart, open_run_dir
 from tapt.training.tracking import check_wandb
+from tapt.util.files import publish
 
 logger = logging.getLogger(__name__)
 
@@ -134,13 +140,6 @@ def dapt(recipe: DaptRecipe, *, callbacks: list | None = None,
 def dapt_in(start: RunStart, recipe: DaptRecipe, *, callbacks: list | None = None
             ) -> DaptResult:
     """The phases of :func:`dapt` after the run folder was checked and locked."""
-    from transformers import set_seed
-
-    from tapt.data.passages import collect_passages, split_held_out
-    from tapt.encoders.loading import load_sentence_transformer
-    from tapt.files import publish
-    from tapt.training.nonfinite import NonFiniteGuard
-
     # 2. Load and check the passages, then the model and the objective's needs; whatever
     # fails here leaves the run folder as it was.
     eval_data = retrieval_data(recipe)

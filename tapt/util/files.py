@@ -13,7 +13,7 @@ import os
 import shutil
 from pathlib import Path
 
-from tapt.redaction import redact, redact_data
+from tapt.util.redaction import redact, redact_data
 
 
 class DiskSpaceError(OSError):
@@ -23,7 +23,7 @@ class DiskSpaceError(OSError):
 def atomic_write_text(path: str | os.PathLike, text: str, *, secrets: bool = True) -> Path:
     """Write ``text`` to ``path`` atomically; ``secrets``: redact it as free text (a model
     card, a report: token shapes too). Structured data goes through :func:`atomic_write_json`
-    (or :func:`tapt.redaction.redact_data` and ``secrets=False``)."""
+    (or :func:`tapt.util.redaction.redact_data` and ``secrets=False``)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(f".{path.name}.{os.getpid()}.partial")

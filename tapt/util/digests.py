@@ -34,7 +34,7 @@ import json
 import os
 from pathlib import Path
 
-from tapt.files import atomic_write_text
+from tapt.util.files import atomic_write_text
 
 ALGORITHM = "sha256"
 BLOCK_BYTES = 2**20

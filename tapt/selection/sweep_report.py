@@ -1,5 +1,5 @@
 """The tables of ``tapt sweep``: the settings ranked by mean dev (console and ``sweep.md``).
-Takes the sweep and its result as :mod:`tapt.training.sweep` makes them."""
+Takes the sweep and its result as :mod:`tapt.selection.sweep` makes them."""
 
 from __future__ import annotations
 

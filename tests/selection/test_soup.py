@@ -1,4 +1,4 @@
-"""Model soups (tapt soup, tapt.training.soup): greedy never below its best ingredient."""
+"""Model soups (tapt soup, tapt.selection.soup): greedy never below its best ingredient."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import pytest
 
 from tapt.cli import main
 from tapt.recipe import load_recipe
+from tapt.selection.soup import dev_settings, read_ingredient, soup
 from tapt.training.contrastive import train
-from tapt.training.merge_types import MergeError
-from tapt.training.soup import dev_settings, read_ingredient, soup
+from tapt.training.weights import MergeError
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +32,7 @@ def runs(tmp_path_factory, tiny_bert_path, tiny_beir_path):
 
 
 def dev_of(model_path, settings):
-    from tapt.training.merge import dev_metrics, load_sources
+    from tapt.selection.merge import dev_metrics, load_sources
 
     (model,), _ = load_sources([str(model_path)])
     return dev_metrics(model, settings, str(model_path))[0]

@@ -5,7 +5,7 @@ command, recorded in every result file (``tapt eval``/``bm25 --output``, a run's
 Versions are read from the installed distributions (``importlib.metadata``: nothing is
 imported); a library that is not installed is ``null``. The command is ``sys.argv`` as the
 shell would quote it, its program reduced to its name, redacted as free text
-(:func:`tapt.redaction.redact`: a token pasted into an override is not recorded).
+(:func:`tapt.util.redaction.redact`: a token pasted into an override is not recorded).
 
 Example::
 
@@ -20,7 +20,7 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
-from tapt.redaction import redact
+from tapt.util.redaction import redact
 
 LIBRARIES = ("torch", "transformers", "sentence-transformers", "accelerate", "peft",
              "datasets", "huggingface_hub", "pytrec-eval-terrier", "bm25s", "numpy")

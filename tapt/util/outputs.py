@@ -23,7 +23,7 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-from tapt.redaction import TOKEN_SHAPES, known_secrets
+from tapt.util.redaction import TOKEN_SHAPES, known_secrets
 
 PathLike = str | os.PathLike
 Named = tuple[str, "PathLike | None"]
@@ -63,10 +63,10 @@ def _same_file(first: Path, second: Path) -> bool:
 
 def check_apart(outputs: Iterable[Named], inputs: Iterable[Named]) -> None:
     """Refuse an output that is, holds or lies inside an input, or whose path holds the
-    value of a known secret (:func:`tapt.redaction.known_secrets`) or a token-shaped string
-    (:data:`tapt.redaction.TOKEN_SHAPES`, someone's token: the rule ``tapt push`` and sweep
-    names follow): a token in a file or folder name ends up in listings, logs, checkpoints
-    and uploads.
+    value of a known secret (:func:`tapt.util.redaction.known_secrets`) or a token-shaped
+    string (:data:`tapt.util.redaction.TOKEN_SHAPES`, someone's token: the rule ``tapt push``
+    and sweep names follow): a token in a file or folder name ends up in listings, logs,
+    checkpoints and uploads.
 
     ``outputs`` and ``inputs``: (flag or key, path) pairs; None and empty paths are
     skipped, and so are inputs that do not exist locally.

@@ -13,12 +13,12 @@ Rules:
 - The sweep folder (``--output``, default ``<output_dir>-sweep``) is new, empty, or one a
   sweep created (it holds :data:`MARKER_FILE`): a folder of the user's (their own
   ``sweep.json``, say) is refused. It must not be, hold or lie inside an input (the recipe,
-  the data, a model: :func:`tapt.outputs.check_apart`), and it is locked while the sweep
+  the data, a model: :func:`tapt.util.outputs.check_apart`), and it is locked while the sweep
   runs (:mod:`tapt.training.run_lock`): a second sweep on it is refused naming the holder's
   pid; a lock a killed sweep left is taken over.
 - Each trial is a normal run folder under the sweep folder, named by its varying overrides
   plus a short hash of all of them (``learning_rate=2e-05_seed=0-1a2b3c4d``); a value that
-  holds a secret (:func:`tapt.redaction.redact` changes it) is named by a digest
+  holds a secret (:func:`tapt.util.redaction.redact` changes it) is named by a digest
   (``run_name=redacted-5e6f7a8b``), so no folder, checkpoint path or trainer file holds it.
   A finished trial (``final/`` and a finished
   ``results.json`` of the same recipe and inputs) is not rerun: its results are read. A
@@ -46,14 +46,13 @@ Example::
     result.winner.setting, result.winner.dev_mean
 """
 
+
 from __future__ import annotations
 
 import gc
-import hashlib
 import itertools
 import json
 import logging
-import re
 import statistics
 import sys
 from dataclasses import dataclass, field
@@ -61,32 +60,39 @@ from pathlib import Path
 
 from tapt.data.beir import DataError
 from tapt.recipe import Recipe, RecipeError, load_recipe
-from tapt.redaction import redact
+from tapt.selection.sweep_folder import (  # noqa: F401  (MARKER_FILE, ...: public here too)
+    LOCK_WORDING,
+    MARKER_FILE,
+    REPORT_FILE,
+    SWEEP_FILE,
+    check_sweep_folder,
+    foreign_entries,
+    write_marker,
+)
+from tapt.selection.sweep_grid import (  # noqa: F401  (split_values, ...: public here too)
+    SEED_KEY,
+    Axis,
+    build_axes,
+    name_part,
+    parse_axis,
+    split_values,
+    trial_name,
+)
+from tapt.selection.sweep_report import report_markdown, setting_rows  # noqa: F401
 from tapt.training.distributed import is_main_process
+from tapt.training.fingerprint import input_fingerprint
 from tapt.training.run_dir import RunDir
-from tapt.training.run_lock import LOCK_NAME, RunLockedError, live_holder, locked_message, run_lock
-from tapt.training.sweep_report import report_markdown, setting_rows  # noqa: F401
+from tapt.training.run_lock import run_lock
+from tapt.training.run_start import (
+    check_output_dir,
+    prepare_run_dir,
+    run_changes,
+    run_entries,
+    saved_recipe,
+)
+from tapt.util.files import atomic_write_json, atomic_write_text
 
 logger = logging.getLogger(__name__)
-
-SEED_KEY = "training.seed"
-SWEEP_FILE = "sweep.json"
-REPORT_FILE = "sweep.md"
-MARKER_FILE = "tapt-sweep.json"
-"""Written into a sweep folder when a sweep first takes it: the folder is a sweep's."""
-LOCK_WORDING = {"label": "--output", "user": "tapt sweep or training"}
-MAX_SLUG = 80
-"""Characters of a trial folder's readable part (the hash follows)."""
-_OPENERS = {"[": "]", "{": "}", "(": ")"}
-_UNSAFE = re.compile(r"[^A-Za-z0-9._=+-]+")
-
-
-@dataclass(frozen=True)
-class Axis:
-    """A swept key and its values (override texts, as given)."""
-
-    key: str
-    values: tuple[str, ...]
 
 
 @dataclass
@@ -164,96 +170,6 @@ class SweepResult:
         return max(done, key=lambda t: t.dev[self.metric], default=None)
 
 
-def split_values(text: str) -> list[str]:
-    """``a,[1,2],'x,y'`` -> ``["a", "[1,2]", "'x,y'"]``: split on commas outside brackets
-    and quoted scalars. Raises :class:`RecipeError` on unbalanced brackets or quotes."""
-    values, current, closers, quote = [], [], [], None
-    for char in text:
-        if quote:
-            quote = None if char == quote else quote
-        elif char in "'\"" and "".join(current).rstrip()[-1:] in ("", *_OPENERS, ",", ":"):
-            quote = char  # a quote that starts a YAML scalar (not the one in "it's")
-        elif char in _OPENERS:
-            closers.append(_OPENERS[char])
-        elif char in _OPENERS.values():
-            if not closers or closers.pop() != char:
-                raise RecipeError(f"unbalanced {char!r} in {text!r}")
-        elif char == "," and not closers:
-            values.append("".join(current))
-            current = []
-            continue
-        current.append(char)
-    if quote or closers:
-        raise RecipeError(f"unclosed {quote or closers[-1]!r} in {text!r}")
-    values.append("".join(current))
-    return [value.strip() for value in values]
-
-
-def parse_axis(text: str) -> Axis:
-    """``training.learning_rate=1e-5,2e-5`` -> an :class:`Axis`; an empty value is an error
-    (write ``''`` for an empty string)."""
-    key, sep, raw = text.partition("=")
-    key = key.strip()
-    if not sep or not key:
-        raise RecipeError(f"sweep axis {text!r}: expected dotted.key=value1,value2,...")
-    try:
-        values = split_values(raw)
-    except RecipeError as err:
-        raise RecipeError(f"sweep axis {key}: {err}") from None
-    if any(not value for value in values):
-        raise RecipeError(f"sweep axis {key}: an empty value in {raw!r} (write '' for an "
-                          "empty string)")
-    if len(set(values)) < len(values):
-        raise RecipeError(f"sweep axis {key}: a value is given twice in {raw!r}")
-    if key == "output_dir":
-        raise RecipeError("sweep axis output_dir: each trial gets its own folder under the "
-                          "sweep folder; choose that with --output")
-    return Axis(key, tuple(values))
-
-
-def build_axes(texts: list[str], seeds: list[int] | None) -> list[Axis]:
-    """The axes of ``key=v1,v2`` texts plus ``seeds`` as :data:`SEED_KEY` (last)."""
-    axes = [parse_axis(text) for text in texts]
-    keys = [axis.key for axis in axes]
-    twice = sorted({key for key in keys if keys.count(key) > 1})
-    if twice:
-        raise RecipeError(f"sweep axis {twice[0]} is given more than once; give all its "
-                          "values in one key=v1,v2")
-    if seeds is not None:
-        if SEED_KEY in keys:
-            raise RecipeError(f"give the seeds once: --seeds or {SEED_KEY}=..., not both")
-        if len(set(seeds)) < len(seeds):
-            raise RecipeError(f"--seeds: a seed is given twice ({seeds})")
-        axes.append(Axis(SEED_KEY, tuple(str(seed) for seed in seeds)))
-    if not any(len(axis.values) > 1 for axis in axes):
-        raise RecipeError("nothing to sweep: give a key with several values "
-                          "(key=v1,v2) or several --seeds")
-    return axes
-
-
-def trial_name(overrides: list[str], varying: set[str]) -> str:
-    """A filesystem-safe folder name: the varying overrides (last key part) and a hash of
-    all of them, e.g. ``learning_rate=2e-05_seed=0-1a2b3c4d``."""
-    digest = hashlib.sha256(json.dumps(sorted(overrides)).encode()).hexdigest()[:8]
-    parts = []
-    for override in overrides:
-        key, _, value = override.partition("=")
-        if key in varying:
-            short = "seed" if key == SEED_KEY else key.rsplit(".", 1)[-1]
-            parts.append(f"{_UNSAFE.sub('-', short)}={name_part(value)}")
-    slug = "_".join(parts)[:MAX_SLUG].strip("-._") or "trial"
-    return f"{slug}-{digest}"
-
-
-def name_part(value: str) -> str:
-    """``value`` as it may appear in a folder name: unsafe characters replaced, and a value
-    that holds a secret (a known secret's value or a token shape, which
-    :func:`tapt.redaction.redact` would replace) named by a digest instead."""
-    if redact(value) != value:
-        return "redacted-" + hashlib.sha256(value.encode()).hexdigest()[:8]
-    return _UNSAFE.sub("-", value).strip("-.")
-
-
 def sweep_folder(recipe: Recipe) -> Path:
     """``<output_dir>-sweep`` next to the recipe's run folder."""
     path = Path(recipe.output_dir)
@@ -311,102 +227,6 @@ def plan_sweep(recipe_path: str | Path, axis_texts: list[str], *, seeds: list[in
     return Sweep(recipe_path, axes, folder, metrics[0], trials, run_test=run_test)
 
 
-def check_sweep_folder(folder: Path, recipe_path: Path, recipes: list[Recipe]) -> None:
-    """The sweep folder is not in use by another sweep, lies apart from every input (the
-    recipe file, the trials' data and models), and is new, empty or a sweep's (see the
-    module docstring); else a :class:`RecipeError` naming ``--output``."""
-    from tapt.outputs import OutputOnInputError, check_apart
-    from tapt.training.run_start import input_paths
-
-    if folder.exists() and not folder.is_dir():
-        raise RecipeError(f"--output {folder} is a file, not a sweep folder")
-    holder = live_holder(folder)
-    if holder is not None:
-        raise RunLockedError(locked_message(folder, holder, **LOCK_WORDING))
-    inputs = [("recipe", recipe_path)]
-    for recipe in recipes:
-        inputs += [item for item in input_paths(recipe) if item not in inputs]
-    try:
-        check_apart([("--output", folder)], inputs)
-    except OutputOnInputError as err:
-        raise RecipeError(str(err)) from None
-    foreign = foreign_entries(folder)
-    if foreign:
-        shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more"
-                                          if len(foreign) > 5 else "")
-        raise RecipeError(f"--output {folder} holds files that are no tapt sweep's ({shown}): "
-                          "a sweep writes only into a new or empty folder, or one a sweep "
-                          f"created (it holds {MARKER_FILE}); choose another --output")
-
-
-def foreign_entries(folder: Path) -> list[str]:
-    """What keeps a sweep out of ``folder``: everything but the lock file, unless the folder
-    is a sweep's (:data:`MARKER_FILE`, or a sweep folder from before the marker: a tapt
-    ``sweep.json`` beside only its report and its trials' folders)."""
-    if not folder.is_dir():
-        return []
-    entries = sorted(path.name for path in folder.iterdir() if path.name != LOCK_NAME)
-    if not entries:
-        return []
-    marker = folder / MARKER_FILE
-    if marker.exists() or marker.is_symlink():
-        if read_marker(marker):
-            return []
-        raise RecipeError(f"--output {folder}: {marker} is not a tapt sweep marker (tapt "
-                          "writes it as a JSON object with \"tapt\": \"sweep\"); choose "
-                          "another --output")
-    trials = recorded_trials(folder / SWEEP_FILE)
-    if trials is None:
-        return entries
-    own = {SWEEP_FILE, REPORT_FILE, *trials}
-    return [name for name in entries if name not in own and not _is_partial(name)]
-
-
-def _is_partial(name: str) -> bool:
-    """A file :func:`tapt.files.atomic_write_text` left when a crash came (``.NAME.PID.partial``)."""
-    return bool(re.fullmatch(rf"\.(?:{re.escape(SWEEP_FILE)}|{re.escape(REPORT_FILE)})"
-                             r"\.\d+\.partial", name))
-
-
-def read_marker(path: Path) -> bool:
-    """Whether ``path`` is a sweep marker tapt wrote (a JSON object, ``"tapt": "sweep"``)."""
-    try:
-        if not path.is_file() or path.is_symlink() or path.stat().st_size > 4096:
-            return False
-        record = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError):
-        return False
-    return isinstance(record, dict) and record.get("tapt") == "sweep"
-
-
-def recorded_trials(path: Path) -> set[str] | None:
-    """The trial names a tapt ``sweep.json`` records, or None when ``path`` is no tapt sweep
-    state (missing, unreadable, or not its shape: recipe, metric, grid, trials by name)."""
-    try:
-        if not path.is_file() or path.stat().st_size > 64 << 20:
-            return None
-        state = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError, RecursionError):
-        return None
-    if not isinstance(state, dict) or not {"recipe", "metric", "grid", "trials"} <= set(state):
-        return None
-    trials = state["trials"]
-    if not isinstance(trials, list) or not all(
-            isinstance(t, dict) and isinstance(t.get("name"), str) for t in trials):
-        return None
-    return {trial["name"] for trial in trials}
-
-
-def write_marker(folder: Path, recipe_path: Path) -> None:
-    """Mark ``folder`` as a sweep's (once; main process)."""
-    from tapt.files import atomic_write_json
-
-    if not (folder / MARKER_FILE).exists():
-        atomic_write_json(folder / MARKER_FILE, {
-            "tapt": "sweep", "recipe": str(recipe_path),
-            "note": "this folder was created by tapt sweep; a sweep reuses only such a folder"})
-
-
 def which(trials: list[Trial]) -> str:
     """``trial NAME (overrides): `` for one trial; several with the same problem share it."""
     if not trials:
@@ -421,8 +241,6 @@ def which(trials: list[Trial]) -> str:
 def check_trial(trial: Trial, folder: Path) -> None:
     """Give the trial its folder and check it: no push, a usable run folder; a finished run
     of the same recipe and inputs is read (status finished), a different one refused."""
-    from tapt.training.run_start import check_output_dir, prepare_run_dir, run_entries
-
     recipe = trial.recipe
     if recipe.hub.repo_id is not None:
         raise RecipeError("hub.repo_id: a sweep does not push its trials; push the winner "
@@ -443,9 +261,6 @@ def check_trial(trial: Trial, folder: Path) -> None:
 
 def check_finished(trial: Trial, run: RunDir) -> None:
     """A finished trial: the same recipe and inputs (else refused), its results read."""
-    from tapt.training.fingerprint import input_fingerprint
-    from tapt.training.run_start import run_changes, saved_recipe
-
     recipe = trial.recipe
     if not run.recipe_file.is_file():
         raise RecipeError(f"{run.root} holds final/ but no recipe.yaml: not a tapt run")
@@ -526,8 +341,6 @@ def _run_trials(sweep: Sweep) -> SweepResult:
     result = rank(sweep)
     write_state(sweep, result)
     if is_main_process():
-        from tapt.files import atomic_write_text
-
         atomic_write_text(sweep.folder / REPORT_FILE, report_markdown(sweep, result))
     return result
 
@@ -587,8 +400,6 @@ def write_state(sweep: Sweep, result: SweepResult | None = None) -> None:
     """``sweep.json``, atomically (main process only)."""
     if not is_main_process():
         return
-    from tapt.files import atomic_write_json
-
     state = {"recipe": str(sweep.recipe_path), "metric": sweep.metric, "test": sweep.run_test,
              "grid": [{"key": axis.key, "values": list(axis.values)} for axis in sweep.axes],
              "trials": [trial.record() for trial in sweep.trials]}

@@ -5,12 +5,12 @@ maximum length, remote code), for recipes, the command line and
 A ground-floor module (standard library only), so that the recipe schema can check a
 family name at module top without importing the encoders. The built-ins (``qwen3``, ``gte``,
 ``nomic``, ``default``) are registered here by :func:`register_family` like any family a
-user adds from Python; :mod:`tapt.encoders.presets` re-exports all of it and adds
-:func:`~tapt.encoders.presets.get_preset` (which also reads a tapt export's recorded preset).
+user adds from Python; :func:`tapt.encoders.presets.get_preset` turns a name into its
+preset (and also reads a tapt export's recorded preset).
 
 Example::
 
-    from tapt.families import register_family, detect_family
+    from tapt.util.families import register_family, detect_family
     register_family("e5", pooling="mean", patterns=[r"\\be5-"], max_length=512)
     detect_family("intfloat/e5-base-v2")   # "e5"
 """
