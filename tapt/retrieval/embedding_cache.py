@@ -55,7 +55,13 @@ from pathlib import Path
 
 import numpy as np
 
-from tapt.util.cache_entries import IN_USE_LOCK, CacheEntry, InUse, prune_entries
+from tapt.util.cache_entries import (
+    IN_USE_LOCK,
+    CacheEntry,
+    InUse,
+    prune_entries,
+    remove_abandoned_deletions,
+)
 from tapt.util.digests import file_record, mismatch
 from tapt.util.finite import nonfinite_rows
 from tapt.util.mapped_file import MappedFile, map_npy
@@ -425,6 +431,8 @@ def list_entries(root: str | os.PathLike) -> list[CacheEntry]:
 def prune(root: str | os.PathLike, *, older_than_days: float | None = None,
           keep_bytes: int | None = None) -> list[CacheEntry]:
     """Delete model keys unused for ``older_than_days``, then the least recently used until
-    the cache holds at most ``keep_bytes``; returns what was deleted."""
+    the cache holds at most ``keep_bytes``; returns what was deleted. Folders an earlier
+    prune renamed aside and did not finish deleting go too."""
+    remove_abandoned_deletions(root)
     return prune_entries(list_entries(root), older_than_days=older_than_days,
                          keep_bytes=keep_bytes)

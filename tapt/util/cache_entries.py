@@ -9,7 +9,8 @@ written never vanishes. A deleted folder is first renamed aside, so a process th
 the key meanwhile makes a fresh folder instead of writing into one being removed. The
 kernel drops a lock when its process dies, so a killed run blocks nothing. An Arrow corpus
 needs no lock: it is written under another name and renamed whole, and a process that maps
-it keeps its pages after a delete.
+it keeps its pages after a delete. A folder renamed aside by a prune that was killed before
+it finished is removed by the next prune (:func:`remove_abandoned_deletions`).
 """
 
 from __future__ import annotations
@@ -122,7 +123,7 @@ class CacheEntry:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 return False
-            aside = self.path.with_name(f".{self.path.name}.deleting-{os.getpid()}")
+            aside = self.path.with_name(f".{self.path.name}{DELETING}{os.getpid()}")
             try:
                 self.path.rename(aside)
             except OSError:
@@ -140,6 +141,38 @@ class CacheEntry:
         for extra in self.also:
             with contextlib.suppress(OSError):
                 extra.unlink(missing_ok=True)
+
+
+DELETING = ".deleting-"
+"""What a folder being deleted is renamed to: ``.NAME.deleting-PID`` (PID: the pruning
+process)."""
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process
+    return True
+
+
+def remove_abandoned_deletions(root: str | os.PathLike) -> list[Path]:
+    """Remove the ``.NAME.deleting-PID`` folders under ``root`` whose pruning process is no
+    longer running (it was killed mid-delete: nothing lists or reuses them, so they would
+    hold their bytes forever); returns what was removed. A folder whose process still runs
+    is left to it."""
+    root = Path(root)
+    removed = []
+    for path in root.glob(f".*{DELETING}*") if root.is_dir() else ():
+        pid = path.name.rpartition(DELETING)[2]
+        if not pid.isdigit() or _running(int(pid)):
+            continue
+        shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)
+        logger.info("removed %s, left by a prune that did not finish", path)
+        removed.append(path)
+    return removed
 
 
 def prune_entries(entries: Iterable[CacheEntry], *, older_than_days: float | None = None,
@@ -168,4 +201,5 @@ def prune_entries(entries: Iterable[CacheEntry], *, older_than_days: float | Non
     return deleted
 
 
-__all__ = ["IN_USE_LOCK", "CacheEntry", "InUse", "prune_entries"]
+__all__ = ["DELETING", "IN_USE_LOCK", "CacheEntry", "InUse", "prune_entries",
+           "remove_abandoned_deletions"]

@@ -131,6 +131,27 @@ def test_ls_and_prune(tmp_path):
     assert prune(tmp_path, keep_bytes=0) and not list_entries(tmp_path)
 
 
+def test_prune_removes_what_a_killed_prune_left_renamed_aside(tmp_path):
+    """A prune killed between renaming a key aside and deleting it leaves
+    ``.NAME.deleting-PID``, which nothing lists: the next prune removes it, unless its
+    process still runs."""
+    import subprocess
+    import sys
+
+    EmbeddingCache(tmp_path, {"model": "kept"}).put(["a"], _rows(1))
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)
+    abandoned = tmp_path / f".k1.deleting-{int(dead.stdout)}"
+    running = tmp_path / f".k2.deleting-{os.getpid()}"
+    for folder in (abandoned, running):
+        folder.mkdir()
+        (folder / "shard-00000.rows").write_bytes(b"x" * 100)
+    assert prune(tmp_path, older_than_days=30) == []  # nothing stale among the keys
+    assert not abandoned.exists()
+    assert running.is_dir()  # its prune is still at work
+    assert [e.key["model"] for e in list_entries(tmp_path)] == ["kept"]
+
+
 def test_dense_retrieval_reuses_the_cache_and_encodes_only_changed_passages(tiny_bert_path,
                                                                             tmp_path):
     from tapt.encoders.loading import ModelSpec
