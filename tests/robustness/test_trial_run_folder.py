@@ -320,9 +320,13 @@ def test_a_failed_start_never_blocks_the_corrected_rerun(make_recipe, quiet_cli,
 def test_ctrl_c_says_where_to_resume_and_exits_130(make_recipe):
     recipe_file, output = make_recipe("ctrl-c", training={"max_steps": 10_000, "eval_steps": 2,
                                                           "save_total_limit": 2})
+    # Ctrl-C in a terminal reaches a process whose SIGINT has its default action; a test
+    # suite started in the background of a non-interactive shell (nohup ... &) hands its
+    # children SIGINT ignored, and Python then installs no KeyboardInterrupt handler.
     process = subprocess.Popen([sys.executable, "-m", "tapt", "train", str(recipe_file)],
                                env={**ENV, "COLUMNS": "10000"}, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True)
+                               stderr=subprocess.PIPE, text=True,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     marker = output / "checkpoints" / "checkpoint-2" / "tapt-complete.json"
     deadline = time.monotonic() + 300
     while not marker.is_file() and process.poll() is None and time.monotonic() < deadline:
