@@ -69,7 +69,7 @@ def how_to_load(repo_id: str | None) -> str:
 
 
 def apache_license_text() -> str:
-    return (importlib.resources.files("tapt") / "resources" / "apache-2.0.txt").read_text(
+    return (importlib.resources.files("tapt.training") / "apache-2.0.txt").read_text(
         encoding="utf-8")
 
 

@@ -1,4 +1,4 @@
-"""The generator's vocabulary as data (``tapt/resources/synth/*.json``): the output of
+"""The generator's vocabulary as data (``tapt/data/synth/tables/*.json``): the output of
 ``tapt data synth`` is byte-identical to the generator's before its tables moved out of code,
 the tables ship as package data, and a malformed table is refused with its file and field.
 """
@@ -78,7 +78,7 @@ GOLDEN = {
 size (600 queries, 2,000 distractors) and at ``--queries 60 --distractors 120`` ("small").
 Made with the single-module generator (``tapt/data/synth.py``, tables in code) at commit
 e352bf2b421f5788cb4586917f25ab68ff25ea77, before its tables moved to
-``tapt/resources/synth/``: ``.venv/bin/python -m tapt data synth OUT ...`` then
+``tapt/data/synth/tables/``: ``.venv/bin/python -m tapt data synth OUT ...`` then
 ``sha256sum``. Changing a table or the logic's draws breaks these on purpose.
 
 Since queries carry group labels (``"labels": {"mode": ..., "domain": ...}``, for ``tapt eval
@@ -91,7 +91,7 @@ and texts must stay byte-identical, and the labels are checked apart against wha
 SIZES = {"small": ["--queries", "60", "--distractors", "120"], "default": []}
 BUILD_SIZES = {"small": {"queries": 60, "distractors": 120}, "default": {}}
 SYNTH_FILES = ("domains.json", "lexicon.json", "templates.json")
-RESOURCES = Path(tapt.__file__).parent / "resources" / "synth"
+RESOURCES = Path(tapt.__file__).parent / "data" / "synth" / "tables"
 
 
 @pytest.mark.parametrize(("variant", "seed", "size"), list(GOLDEN))
@@ -129,7 +129,7 @@ def test_the_tables_are_package_data_and_the_logic_modules_are_small():
     assert Path(str(vocabulary.RESOURCES)) == RESOURCES
     assert all((RESOURCES / name).is_file() for name in SYNTH_FILES)
     pyproject = (Path(tapt.__file__).parent.parent / "pyproject.toml").read_text(encoding="utf-8")
-    assert '"resources/**/*"' in pyproject  # "resources/*" would leave resources/synth/ out
+    assert '"data/synth/tables/*.json"' in pyproject  # package data, or a wheel lacks them
     sizes = {p.name: len(p.read_text(encoding="utf-8").splitlines())
              for p in (Path(tapt.__file__).parent / "data" / "synth").glob("*.py")}
     assert max(sizes.values()) <= 500, sizes

@@ -33,7 +33,7 @@ following the paper's construction (FormBench §3, §3.1-3.3, A.1, A.2):
 Everything is built in memory from one ``random.Random(seed)`` before anything is written:
 the same seed gives byte-identical files.
 
-The vocabulary and sentence templates are data, in ``tapt/resources/synth/*.json`` (read by
+The vocabulary and sentence templates are data, in ``tapt/data/synth/tables/*.json`` (read by
 :mod:`~tapt.data.synth.vocabulary`); the logic lives in :mod:`~tapt.data.synth.entities`
 (entity sets and Jaccard edits), :mod:`~tapt.data.synth.queries` (keys and query text),
 :mod:`~tapt.data.synth.passages` (prose), :mod:`~tapt.data.synth.patents` (triplets,

@@ -1,4 +1,4 @@
-"""The generator's vocabulary: the JSON tables under ``tapt/resources/synth/`` as typed objects.
+"""The generator's vocabulary: the JSON tables under ``tapt/data/synth/tables/`` as typed objects.
 
 ``domains.json`` holds the seven macro-domains (chemicals and the roles each can play,
 process conditions, properties, applications, titles, nouns) and the anchor shares,
@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Literal
 if TYPE_CHECKING:
     from importlib.resources.abc import Traversable
 
-RESOURCES: Traversable = importlib.resources.files("tapt") / "resources" / "synth"
+RESOURCES: Traversable = importlib.resources.files("tapt.data.synth") / "tables"
 """Where the tables live (package data)."""
 
 Mode = Literal["composition", "process", "performance", "application"]
