@@ -69,6 +69,9 @@ def test_the_root_holds_only_the_entry_points_and_the_packages():
     assert loose == []
     packages = {path.name for path in PACKAGE.iterdir() if (path / "__init__.py").is_file()}
     assert packages == set(PACKAGES)
+    others = sorted(path.name for path in PACKAGE.iterdir() if path.is_dir()
+                    and path.name not in PACKAGES and path.name != "__pycache__")
+    assert others == []  # package data lives beside the module that reads it
 
 
 def test_no_module_is_above_500_lines():
