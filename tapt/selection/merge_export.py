@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from tapt.encoders.model_paths import resolve_model_path
-from tapt.encoders.preset_record import RECORD_FILE, portable_model_name, write_preset_record
+from tapt.encoders.preset_record import portable_model_name, write_preset_record
 from tapt.retrieval.metrics import METRIC_KEYS
 from tapt.selection.merge_types import DevSelection
 from tapt.training.export import (
@@ -30,7 +30,7 @@ from tapt.training.export import (
     apache_license_text,
     base_model_id,
     cast_saved_weights,
-    is_tapt_export,
+    check_replaceable,
     replace_folder,
 )
 from tapt.training.weights import MergeError
@@ -66,16 +66,7 @@ def check_merge_output(output: Path, sources: Sequence[str], *, overwrite: bool,
         check_apart([("--output", output)], [*models, *inputs])
     except OutputOnInputError as err:
         raise MergeError(f"{err}; write the merge to another folder") from None
-    if output.exists() or output.is_symlink():
-        if not output.is_dir():
-            raise NotADirectoryError(f"--output {output}: exists and is not a folder")
-        if not overwrite:
-            raise FileExistsError(f"--output {output}: exists; pass --overwrite to replace "
-                                  "it (only a tapt export is replaced)")
-        if not is_tapt_export(output):
-            raise MergeError(f"--output {output}: not a tapt export (no {RECORD_FILE} and "
-                             "modules.json), so --overwrite does not replace it; choose "
-                             "another folder")
+    check_replaceable(output, overwrite=overwrite, error=MergeError)
 
 
 def source_records(specs: Sequence, weights: Sequence[float]) -> list[dict]:

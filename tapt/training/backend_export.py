@@ -38,8 +38,8 @@ from pathlib import Path
 
 from tapt.encoders.backends import BACKENDS, require_backend
 from tapt.encoders.model_paths import resolve_model_path
-from tapt.encoders.preset_record import RECORD_FILE, portable_model_name, write_preset_record
-from tapt.training.export import base_model_id, is_tapt_export, replace_folder
+from tapt.encoders.preset_record import portable_model_name, write_preset_record
+from tapt.training.export import base_model_id, check_replaceable, replace_folder
 from tapt.util.bounds import CALIBRATION
 from tapt.util.files import atomic_write_text, staging_folder
 from tapt.util.outputs import check_apart
@@ -168,16 +168,7 @@ def check_export_output(output: Path, source: str, *, overwrite: bool,
     (unless ``overwrite``, and then only a tapt export)."""
     output = Path(output)
     check_apart([("--output", output)], [("model", source), *inputs])
-    if output.exists() or output.is_symlink():
-        if not output.is_dir():
-            raise NotADirectoryError(f"--output {output}: exists and is not a folder")
-        if not overwrite:
-            raise FileExistsError(f"--output {output}: exists; pass --overwrite to replace "
-                                  "it (only a tapt export is replaced)")
-        if not is_tapt_export(output):
-            raise ExportError(f"--output {output}: not a tapt export (no {RECORD_FILE} and "
-                              "modules.json), so --overwrite does not replace it; choose "
-                              "another folder")
+    check_replaceable(output, overwrite=overwrite, error=ExportError)
 
 
 def calibration_sample(texts: Iterable[str], size: int, seed: int) -> tuple[str, ...]:

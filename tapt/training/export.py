@@ -357,6 +357,23 @@ def is_tapt_export(folder: Path) -> bool:
     return (folder / RECORD_FILE).is_file() and (folder / "modules.json").is_file()
 
 
+def check_replaceable(output: Path, *, overwrite: bool,
+                      error: type[Exception] = MergeError) -> None:
+    """An existing ``--output`` may be replaced only with ``overwrite`` and only when it is
+    a tapt export (raised as ``error`` otherwise); a missing one passes."""
+    if not (output.exists() or output.is_symlink()):
+        return
+    if not output.is_dir():
+        raise NotADirectoryError(f"--output {output}: exists and is not a folder")
+    if not overwrite:
+        raise FileExistsError(f"--output {output}: exists; pass --overwrite to replace "
+                              "it (only a tapt export is replaced)")
+    if not is_tapt_export(output):
+        raise error(f"--output {output}: not a tapt export (no {RECORD_FILE} and "
+                    "modules.json), so --overwrite does not replace it; choose "
+                    "another folder")
+
+
 def replace_folder(staging: Path, output: Path, *, overwrite: bool) -> Path:
     """Publish ``staging`` as ``output``; an existing tapt export there (``overwrite``) is
     moved aside first and removed once the new one is in place (restored on failure)."""
