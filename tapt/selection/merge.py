@@ -71,16 +71,23 @@ def check_weights(weights: Sequence[float] | None, count: int) -> list[float]:
     if len(weights) != count:
         raise MergeError(f"weights (--weights): {len(weights)} given for {count} models; "
                          "give one weight per model, in the models' order")
-    checked = []
-    for index, weight in enumerate(weights):
-        try:
-            checked.append(FRACTION.check(weight, f"weights (--weights) value {index + 1}"))
-        except ValueError as err:
-            raise MergeError(str(err)) from None
+    checked = _fractions(weights, "weights (--weights)")
     total = math.fsum(checked)
     if abs(total - 1.0) > WEIGHT_SUM_TOLERANCE:
         raise MergeError(f"weights (--weights) {checked} sum to {total!r}, not 1: the merge "
                          "is a weighted average; give weights that sum to 1")
+    return checked
+
+
+def _fractions(values: Sequence[float], label: str) -> list[float]:
+    """Each value checked as a finite fraction in [0, 1] (``FRACTION``), named
+    ``LABEL value N`` in the :class:`MergeError`."""
+    checked = []
+    for index, value in enumerate(values):
+        try:
+            checked.append(FRACTION.check(value, f"{label} value {index + 1}"))
+        except ValueError as err:
+            raise MergeError(str(err)) from None
     return checked
 
 
@@ -89,12 +96,7 @@ def check_grid(grid: Sequence[float]) -> list[float]:
     grid = list(grid)
     if not grid:
         raise MergeError("grid (--grid): give at least one weight of the first model")
-    checked = []
-    for index, weight in enumerate(grid):
-        try:
-            checked.append(FRACTION.check(weight, f"grid (--grid) value {index + 1}"))
-        except ValueError as err:
-            raise MergeError(str(err)) from None
+    checked = _fractions(grid, "grid (--grid)")
     if len(set(checked)) != len(checked):
         raise MergeError(f"grid (--grid) {checked}: a weight is repeated")
     return checked
