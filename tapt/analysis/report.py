@@ -196,12 +196,34 @@ def check_reference(result: dict, source: str, recipe: dict, *,
     run = DataKey(source=f"the run's {split} data ({folder})", values=values,
                   fingerprinted=True)
     reference = data_key(result, source)
-    check_pair(run, reference, fields=("split", "corpus", "queries", "qrels", "relevance",
-                                       "top-k", "sub-corpus"),
-               allowed=(), where="--bm25", liftable=False)
+    fields = ("split", "corpus", "queries", "qrels", "relevance", "top-k", "sub-corpus")
+    remedy = f"a BM25 file that pairs: {pairing_bm25_command(recipe, relevance, top_k)}"
+    check_pair(run, reference, fields=fields, allowed=(), where="--bm25", liftable=False,
+               remedies=dict.fromkeys(fields, remedy))
     note = unfingerprinted_note([reference])
     if note:
         logger.warning("%s", note)
+
+
+def pairing_bm25_command(recipe: dict, relevance: dict | None, top_k: int) -> str:
+    """The ``tapt bm25`` command line that evaluates BM25 as the run evaluated its dev set
+    (data, split, dev sub-corpus, relevance rule, top-k); leaving out ``--bm25`` does the
+    same inside ``tapt report``."""
+    words = ["tapt bm25 --data", str(_data_setting(recipe, "path"))]
+    config = _data_setting(recipe, "config")
+    if config:
+        words += ["--config", str(config)]
+    words += ["--split", str(_data_setting(recipe, "dev_split"))]
+    distractors = _data_setting(recipe, "dev_distractors")
+    if distractors is not None:
+        words += ["--distractors", str(distractors), "--seed",
+                  str(_data_setting(recipe, "dev_seed"))]
+    if relevance and "relevant_from" in relevance:
+        words += ["--relevant-from", str(relevance["relevant_from"])]
+    if top_k != 100:
+        words += ["--top-k", str(top_k)]
+    return (f"`{' '.join(words)} --output BM25.json` (or leave out --bm25 and tapt report "
+            "computes it)")
 
 
 def find_plots(run_dir: Path, extra: list[Path] | None = None) -> list[Path]:

@@ -18,6 +18,7 @@ import argparse
 import json
 import logging
 import random
+import re
 import shutil
 import typing
 from pathlib import Path
@@ -351,6 +352,15 @@ def test_report_refuses_a_bm25_reference_under_other_settings(dataset_dir, tmp_p
         assert f"differ in {field} " in printed and str(reference) in printed, printed
         assert not (run / "report.md").exists()
     assert quiet_cli.main(["report", str(run), "--bm25", str(same)]) == 0
+    # The refusal names the command that makes a reference which pairs, and it does.
+    assert quiet_cli.main(["report", str(run), "--bm25", str(whole)]) == 2
+    suggested = re.search(r"`tapt (bm25 [^`]*) --output BM25\.json`",
+                          " ".join(out_text(capsys).split()))
+    assert suggested and "--distractors 1 --seed 0" in suggested.group(1), suggested
+    made = tmp_path / "suggested.json"
+    assert quiet_cli.main([*suggested.group(1).split(), "--output", str(made)]) == 0
+    (run / "report.md").unlink()
+    assert quiet_cli.main(["report", str(run), "--bm25", str(made)]) == 0
 
 
 def cases_refused(cli, capsys, argv: list[str], field: str, names: list[Path],
