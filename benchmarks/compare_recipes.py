@@ -536,6 +536,12 @@ def main(argv: list[str] | None = None) -> int:
                                             "the train arms whose dev beat mnrl's here)")
     parser.add_argument("--table-only", action="store_true",
                         help="only tabulate the arms already measured (nothing trains)")
+    parser.add_argument("--plot", type=Path, default=None, metavar="PNG",
+                        help="also draw each arm's test values per seed (mean bar, the "
+                             "zero-shot, --reference and mnrl lines) to this PNG")
+    parser.add_argument("--reference", nargs="*", default=[], metavar="NAME=RESULT.json",
+                        help="result files drawn as lines on --plot (e.g. BM25's tapt bm25 "
+                             "--output)")
     args = parser.parse_args(argv)
     if BASELINE not in args.arms:
         parser.error(f"--arms must include the baseline {BASELINE}")
@@ -548,7 +554,22 @@ def main(argv: list[str] | None = None) -> int:
     print(markdown)
     (args.out / "comparison.md").write_text(markdown, encoding="utf-8")
     (args.out / "comparison.json").write_text(json.dumps(data, indent=2, default=str) + "\n")
+    if args.plot is not None:
+        print(f"plot written to {plot(args, results, zero)}")
     return 0
+
+
+def plot(args: argparse.Namespace, results: dict[str, list[dict]], zero: dict | None) -> Path:
+    """``--plot``: each arm's test metric per seed beside the reference lines."""
+    from tapt.analysis.plots import seed_spread
+    from tapt.util.figures import save
+
+    references = {} if zero is None else {"zero-shot": zero["test"][args.metric]}
+    for spec in args.reference:
+        name, _, path = spec.partition("=")
+        references[name] = float(json.loads(Path(path).read_text())[args.metric])
+    values = {arm: [row["test"][args.metric] for row in rows] for arm, rows in results.items()}
+    return save(seed_spread(values, args.metric, references, baseline=BASELINE), args.plot)
 
 
 if __name__ == "__main__":

@@ -160,6 +160,43 @@ def grouped_bars(values: Mapping[str, Mapping[str, Mapping[str, float]]],
     return figure
 
 
+def seed_spread(values: Mapping[str, Sequence[float]], metric: str,
+                references: Mapping[str, float] | None = None, *, baseline: str | None = None):
+    """One column per arm: a dot per seed and a bar at the mean (``ax.collections[i]``
+    holds arm i's dots, ``ax.patches[i]`` its mean bar); dashed horizontal lines at the
+    ``references`` (e.g. zero-shot, BM25) and, with ``baseline``, a dotted one at that arm's
+    mean, so a reader sees each arm's gain beside its seed-to-seed spread."""
+    arms = list(values)
+    figure, ax = new_figure(max(5.0, 0.9 * len(arms) + 2.5), 4.0)
+    x = np.arange(len(arms))
+    means = [float(np.mean(values[arm])) for arm in arms]
+    ax.bar(x, means, 0.6, color="tab:green", alpha=0.25)
+    for index, arm in enumerate(arms):
+        seeds = np.asarray(values[arm], dtype=float)
+        ax.scatter(np.full(seeds.shape, index, dtype=float), seeds, color="tab:green",
+                   zorder=3, s=22)
+    lines = dict(references or {})
+    if baseline is not None and baseline in values:
+        lines[f"{baseline} (mean)"] = float(np.mean(values[baseline]))
+    colors = ("tab:orange", "tab:purple", "tab:gray", "tab:brown", "tab:pink")
+    for index, (name, value) in enumerate(lines.items()):
+        mean_line = baseline is not None and name == f"{baseline} (mean)"
+        ax.axhline(value, linestyle=":" if mean_line else "--",
+                   color="tab:red" if mean_line else colors[index % len(colors)],
+                   label=f"{name} {value:.4f}")
+    everything = [v for arm in arms for v in values[arm]] + list(lines.values())
+    low, high = min(everything), max(everything)
+    pad = max(0.01, 0.15 * (high - low))
+    ax.set_ylim(low - pad, high + pad)
+    ax.set_xticks(x, arms, rotation=30, ha="right", fontsize=8)
+    ax.set_ylabel(metric)
+    ax.set_title(f"test {metric}: one dot per seed, bar at the mean")
+    ax.grid(alpha=0.3, axis="y")
+    if lines:
+        ax.legend(fontsize=7, loc="lower right")
+    return figure
+
+
 LEGEND_LIMIT = 20
 """Label maps show a legend up to this many labels (more would hide the points)."""
 
