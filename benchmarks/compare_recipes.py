@@ -22,6 +22,7 @@ Arms (``--arms``; ``ARMS`` below; the SciFact table is in docs/levers.md):
 - ``wise-ft``: the ``mnrl`` model interpolated with the base model, weight picked on dev
   (Wortsman et al., 2022, WiSE-FT; ``tapt merge --pick-on-dev``);
 - ``soup-uniform``, ``soup-greedy``: soups of the ``mnrl`` seeds (one model for all seeds);
+  ``soup-uniform-best``, ``soup-greedy-best``: the same of the ``best`` seeds;
 - ``cached-128``, ``cached-256``: GradCache (``cached_mnrl``), batch 128 and 256;
 - ``weak-title``, ``weak-ict``: 800 weak pairs from the corpus passages alone mixed in
   (``data.weak_pairs``: title -> text, or inverse cloze);
@@ -117,8 +118,10 @@ ARMS: dict[str, Arm] = {
                                      "loss.grade_targets={3: 1.0, 2: 0.9, 1: 0.8}",
                                      "data.missing_hard_negative=drop"]),
     "best": Arm(),
+    "soup-uniform-best": Arm("soup-uniform", from_arms=["best"]),
+    "soup-greedy-best": Arm("soup-greedy", from_arms=["best"]),
 }
-ONE_MODEL = ("soup-uniform", "soup-greedy")
+ONE_MODEL = ("soup-uniform", "soup-greedy", "soup-uniform-best", "soup-greedy-best")
 """Arms that are one model for all seeds (made from every seed's runs)."""
 MINING = {"mined-perc95": ("0.05", "top", 0), "mined-round2": ("0.05", "top", 0),
           "mined-k3": ("0.05", "random", 3)}
@@ -411,24 +414,36 @@ def run_grid(comparison: Comparison) -> dict[str, list[dict]]:
     """Every (arm, seed), seed by seed; returns {arm: [row per seed]}."""
     args = comparison.args
     results: dict[str, list[dict]] = {}
+    after_best = [arm for arm in args.arms if arm == "best" or "best" in ARMS[arm].from_arms]
     for seed in args.seeds:
         for arm in args.arms:
-            if arm == "best" or (arm in ONE_MODEL and seed != args.seeds[-1]):
+            if arm in after_best or (arm in ONE_MODEL and seed != args.seeds[-1]):
                 continue
             results.setdefault(arm, []).append(comparison.run(arm, seed))
-    if "best" in args.arms:
-        chosen = args.best_of or combined(comparison, results)
-        ARMS["best"].overrides = [o for arm in chosen for o in ARMS[arm].overrides]
-        ARMS["best"].folder_name = "+".join(["best", *sorted(chosen)])
-        mined = [arm for arm in chosen if ARMS[arm].mined_by]
-        if mined:  # the best combination mines as its mined arm does (the same file)
-            ARMS["best"].mined_by = ARMS[mined[0]].mined_by
-            MINING["best"] = MINING[mined[0]]
-            ARMS["best"].mined_as = mined[0]
+    if after_best:
+        chosen = choose_best(args.best_of or combined(comparison, results))
         if len(chosen) > 1:  # one arm alone is that arm's runs
-            for seed in args.seeds:
-                results.setdefault("best", []).append(comparison.run("best", seed))
+            if "best" in args.arms:
+                for seed in args.seeds:
+                    results.setdefault("best", []).append(comparison.run("best", seed))
+            for arm in (a for a in after_best if a != "best"):  # soups of best's seeds
+                results[arm] = [comparison.run(arm, args.seeds[-1])]
+        else:
+            print(f"best is {chosen} alone: no best run, so no soup of its seeds")
     return results
+
+
+def choose_best(chosen: list[str]) -> list[str]:
+    """Set the ``best`` arm up as the join of ``chosen``: their overrides, a folder named
+    by them, and their mined arm's negatives file (the same file)."""
+    ARMS["best"].overrides = [o for arm in chosen for o in ARMS[arm].overrides]
+    ARMS["best"].folder_name = "+".join(["best", *sorted(chosen)])
+    mined = [arm for arm in chosen if ARMS[arm].mined_by]
+    if mined:
+        ARMS["best"].mined_by = ARMS[mined[0]].mined_by
+        MINING["best"] = MINING[mined[0]]
+        ARMS["best"].mined_as = mined[0]
+    return chosen
 
 
 def mean_std(values: list[float]) -> str:
@@ -546,7 +561,7 @@ def main(argv: list[str] | None = None) -> int:
     if BASELINE not in args.arms:
         parser.error(f"--arms must include the baseline {BASELINE}")
     if args.best_of:
-        ARMS["best"].folder_name = "+".join(["best", *sorted(args.best_of)])
+        choose_best(args.best_of)
     comparison = Comparison(args)
     zero = comparison.zero_shot()
     results = finished(comparison) if args.table_only else run_grid(comparison)
