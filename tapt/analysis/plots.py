@@ -167,7 +167,7 @@ def seed_spread(values: Mapping[str, Sequence[float]], metric: str,
     ``references`` (e.g. zero-shot, BM25) and, with ``baseline``, a dotted one at that arm's
     mean, so a reader sees each arm's gain beside its seed-to-seed spread."""
     arms = list(values)
-    figure, ax = new_figure(max(5.0, 0.9 * len(arms) + 2.5), 4.0)
+    figure, ax = new_figure(max(6.0, 0.9 * len(arms) + 2.5), 4.0)
     x = np.arange(len(arms))
     means = [float(np.mean(values[arm])) for arm in arms]
     ax.bar(x, means, 0.6, color="tab:green", alpha=0.25)
@@ -190,7 +190,7 @@ def seed_spread(values: Mapping[str, Sequence[float]], metric: str,
     ax.set_ylim(low - pad, high + pad)
     ax.set_xticks(x, arms, rotation=30, ha="right", fontsize=8)
     ax.set_ylabel(metric)
-    ax.set_title(f"test {metric}: one dot per seed, bar at the mean")
+    ax.set_title(f"test {metric}: a dot per seed, the bar at the mean", fontsize=10)
     ax.grid(alpha=0.3, axis="y")
     if lines:
         ax.legend(fontsize=7, loc="lower right")
