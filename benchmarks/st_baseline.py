@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
         SentenceTransformerTrainingArguments,
     )
     from sentence_transformers.base.sampler import BatchSamplers
-    from sentence_transformers.losses import MultipleNegativesRankingLoss
+    from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
     from transformers import set_seed
 
     from tapt.encoders.model_paths import resolve_model_path
