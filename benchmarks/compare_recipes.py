@@ -15,8 +15,8 @@ Arms (``--arms``; ``ARMS`` below; the SciFact table is in docs/levers.md):
   scoring below 95 % of the query's positive (NV-Retriever's TopK-PercPos: ``tapt mine
   --margin 0.05 --sampling top``); ``mined-round2``: the same mined by the ``mnrl`` model
   of the same seed (a second round), trained from the base model again;
-- ``lr-5e-5``, ``lr-1e-4``, ``lr-2e-4``: the learning rate; ``sweep-lr``: the arm a ``tapt
-  sweep`` over 2e-5, 5e-5 and 1e-4 picks on dev (per seed, from the three trained arms);
+- ``lr-5e-5``, ``lr-1e-4``, ``lr-2e-4``, ``lr-4e-4``: the learning rate; ``sweep-lr``: the
+  arm a ``tapt sweep`` over 2e-5, 5e-5 and 1e-4 picks on dev (per seed, from those runs);
   ``sweep-lr-soup``: the greedy soup of those three runs (Wortsman et al., 2022);
 - ``average-last``: ``training.average_last: 3`` (mean of the last 3 checkpoints);
 - ``wise-ft``: the ``mnrl`` model interpolated with the base model, weight picked on dev
@@ -88,6 +88,7 @@ ARMS: dict[str, Arm] = {
     "lr-5e-5": Arm(overrides=["training.learning_rate=5e-5"]),
     "lr-1e-4": Arm(overrides=["training.learning_rate=1e-4"]),
     "lr-2e-4": Arm(overrides=["training.learning_rate=2e-4"]),
+    "lr-4e-4": Arm(overrides=["training.learning_rate=4e-4"]),
     "sweep-lr": Arm("sweep", from_arms=["mnrl", "lr-5e-5", "lr-1e-4"]),
     "sweep-lr-soup": Arm("sweep-soup", from_arms=["mnrl", "lr-5e-5", "lr-1e-4"]),
     "average-last": Arm(overrides=["training.average_last=3", "training.save_total_limit=4"]),
