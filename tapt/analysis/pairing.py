@@ -94,11 +94,11 @@ def lifted(allow_different: Collection[str]) -> set[str]:
 
 def check_pair(first: DataKey, other: DataKey, *, fields: Collection[str],
                allowed: Collection[str], where: str, liftable: bool = True,
-               remedies: Mapping[str, str] | None = None) -> None:
+               remedy: str | None = None) -> None:
     """A ``ValueError`` naming the first of ``fields`` (not ``allowed``) in which the two
     results differ, both values and both files; fields either one does not record pass.
     ``liftable``: the message names ``--allow-different`` for an :data:`ALLOWABLE` field.
-    ``remedies``: per field, how to make a result that pairs (ends the message)."""
+    ``remedy``: how to make a result that pairs (ends the message)."""
     for name in fields:
         if name in allowed:
             continue
@@ -107,8 +107,8 @@ def check_pair(first: DataKey, other: DataKey, *, fields: Collection[str],
             continue
         hint = (f"; pass --allow-different {name} if that is what you mean"
                 if name in ALLOWABLE and liftable else "")
-        if remedies and name in remedies:
-            hint += f"; {remedies[name]}"
+        if remedy:
+            hint += f"; {remedy}"
         raise ValueError(f"{where}: {first.source} and {other.source} differ in {name} "
                          f"({_shown(name, mine)} vs {_shown(name, theirs)}): their numbers "
                          f"measure different things and are not paired; evaluate both on the "

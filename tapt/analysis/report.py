@@ -196,10 +196,10 @@ def check_reference(result: dict, source: str, recipe: dict, *,
     run = DataKey(source=f"the run's {split} data ({folder})", values=values,
                   fingerprinted=True)
     reference = data_key(result, source)
-    fields = ("split", "corpus", "queries", "qrels", "relevance", "top-k", "sub-corpus")
-    remedy = f"a BM25 file that pairs: {pairing_bm25_command(recipe, relevance, top_k)}"
-    check_pair(run, reference, fields=fields, allowed=(), where="--bm25", liftable=False,
-               remedies=dict.fromkeys(fields, remedy))
+    check_pair(run, reference, fields=("split", "corpus", "queries", "qrels", "relevance",
+                                       "top-k", "sub-corpus"),
+               allowed=(), where="--bm25", liftable=False,
+               remedy=f"a BM25 file that pairs: {pairing_bm25_command(recipe, relevance, top_k)}")
     note = unfingerprinted_note([reference])
     if note:
         logger.warning("%s", note)
