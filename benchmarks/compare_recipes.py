@@ -422,7 +422,8 @@ def run_grid(comparison: Comparison) -> dict[str, list[dict]]:
                 continue
             results.setdefault(arm, []).append(comparison.run(arm, seed))
     if after_best:
-        chosen = choose_best(args.best_of or combined(comparison, results))
+        # main() has set --best-of up already; otherwise the dev leaders are joined here
+        chosen = args.best_of or choose_best(combined(comparison, results))
         if len(chosen) > 1:  # one arm alone is that arm's runs
             if "best" in args.arms:
                 for seed in args.seeds:
@@ -578,12 +579,12 @@ def main(argv: list[str] | None = None) -> int:
 def plot(args: argparse.Namespace, results: dict[str, list[dict]], zero: dict | None) -> Path:
     """``--plot``: each arm's test metric per seed beside the reference lines."""
     from tapt.analysis.plots import seed_spread
+    from tapt.analysis.result_files import parse_assignments, read_result
     from tapt.util.figures import save
 
     references = {} if zero is None else {"zero-shot": zero["test"][args.metric]}
-    for spec in args.reference:
-        name, _, path = spec.partition("=")
-        references[name] = float(json.loads(Path(path).read_text())[args.metric])
+    for name, path in parse_assignments(args.reference, "--reference").items():
+        references[name] = float(read_result(path)[args.metric])
     values = {arm: [row["test"][args.metric] for row in rows] for arm, rows in results.items()}
     return save(seed_spread(values, args.metric, references, baseline=BASELINE), args.plot)
 
