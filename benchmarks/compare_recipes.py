@@ -32,7 +32,8 @@ Arms (``--arms``; ``ARMS`` below; the SciFact table is in docs/levers.md):
 
 Runs go seed by seed in the order of ``--arms``; everything finished is reused, so an
 interrupted comparison resumes where it stopped (a training run from its checkpoint).
-Each arm's folder holds ``arm.json`` (dev, test, seconds, load average). The table:
+Each arm's folder holds ``arm.json`` (dev, test, seconds, load average), read back checked
+(``arm_records.py``: against the per-query test file beside it too). The table:
 mean ± std over seeds, the paired test against ``mnrl`` on the test queries (per-query
 values averaged over seeds first; randomization test, Holm-corrected across arms), the
 smallest difference the test could detect (80 % power) and the wall time. The SciFact
@@ -59,8 +60,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from arm_records import METRICS, read_arm, read_gnu_time, read_merge, read_run_summary, read_wall
+
 BASELINE = "mnrl"
-METRICS = ("binary_ndcg@10", "graded_ndcg@10", "mrr@10", "recall@100")
 
 
 @dataclass
@@ -193,7 +195,9 @@ class Comparison:
             tapt("eval", "--model", str(model), "--data", str(self.args.data), "--split",
                  recipe.data.test_split, "--dtype", "float32", "--no-cache",
                  *max_length(recipe), "--quiet", "--output", str(output))
-        written = json.loads(output.read_text())
+        from tapt.analysis.result_files import read_result
+
+        written = read_result(output)  # checked: metrics in [0, 1], an evaluated block
         return {key: written[key] for key in METRICS}
 
     def record(self, folder: Path, model: Path, started: float, **extra) -> dict:
@@ -202,19 +206,19 @@ class Comparison:
         the 1-minute load average then."""
         path = folder / "arm.json"
         if path.is_file():
-            return json.loads(path.read_text())
+            return read_arm(path)
         made = folder / "wall.json"
         if not made.is_file():  # made within this call (a post-hoc arm, or cut short)
             write_wall(folder, time.time() - started)
         measuring = time.time()
         row = {"model": str(model), "dev": self.dev(model),
                "test": self.test(model, folder / "test-float32.json")}
-        making = json.loads(made.read_text())
+        making = read_wall(made)
         timed = timing_file(folder)
         if timed.is_file():  # GNU time of the training command: wall s, peak RSS KiB
-            wall, rss = timed.read_text().split()[-2:]
-            extra["train_peak_rss_gib"] = round(int(rss) / 2**20, 2)
-            extra["train_wall_seconds"] = float(wall)
+            wall, rss = read_gnu_time(timed)
+            extra["train_peak_rss_gib"] = round(rss / 2**20, 2)
+            extra["train_wall_seconds"] = wall
         row.update(making_seconds=round(making["seconds"]),
                    making_load_average=making["load_average"],
                    measuring_seconds=round(time.time() - measuring),
@@ -267,13 +271,16 @@ class Comparison:
         folder = self.folder(arm, seed)
         overrides = [*ARMS[arm].overrides, *self.mined(arm, seed), f"training.seed={seed}"]
         results = folder / "results.json"
-        if not (results.is_file() and json.loads(results.read_text()).get("status")
-                == "finished"):
+        summary = read_run_summary(results)
+        if summary is None:
             tapt("train", str(self.args.recipe), f"data.path={self.args.data}",
                  f"output_dir={folder}", "eval.zero_shot=false", *self.args.set, *overrides,
                  timed=timing_file(folder))  # beside the run folder: tapt train wants it new
             write_wall(folder, time.time() - started)  # mining included
-        summary = json.loads(results.read_text())["summary"]
+            summary = read_run_summary(results)
+            if summary is None:
+                raise SystemExit(f"{results}: tapt train exited 0 but its run is not "
+                                 "finished")
         return self.record(folder, folder / "final", started, overrides=overrides,
                            in_loop_dev=summary.get("best dev"))
 
@@ -333,7 +340,7 @@ class Comparison:
         output = folder / "soup"
         if not output.is_dir():
             soup([self.folder(name, seed) for name in runs], output, method="greedy")
-        kept = json.loads((output / "merge.json").read_text())["soup"]["ingredients"]
+        kept = read_merge(output / "merge.json", "soup.ingredients")
         return self.record(folder, output, started, ingredients=kept)
 
     def wise(self, arm: str, seed: int, started: float) -> dict:
@@ -344,7 +351,7 @@ class Comparison:
         output = folder / "merged"
         if not output.is_dir():
             merge([trained["model"], self.args.model], output, dev=self.dev_settings())
-        picked = json.loads((output / "merge.json").read_text())["weights"]
+        picked = read_merge(output / "merge.json", "weights")
         return self.record(folder, output, started, weights=picked)
 
     def soup(self, arm: str, started: float) -> dict:
@@ -357,7 +364,7 @@ class Comparison:
         if not output.is_dir():
             soup([self.folder(ARMS[arm].from_arms[0], seed) for seed in self.args.seeds],
                  output, method=arm.split("-")[1])
-        kept = json.loads((output / "merge.json").read_text())["soup"]["ingredients"]
+        kept = read_merge(output / "merge.json", "soup.ingredients")
         return self.record(folder, output, started, ingredients=kept)
 
     def zero_shot(self) -> dict:
@@ -375,7 +382,7 @@ class Comparison:
                 for name in ("arm.json", "test-float32.json"):
                     shutil.copyfile(kept / name, folder / name)
         path = folder / "arm.json"
-        return json.loads(path.read_text()) if path.is_file() else None
+        return read_arm(path) if path.is_file() else None  # checked against its test file
 
 
 def combined(comparison: Comparison, results: dict[str, list[dict]]) -> list[str]:
