@@ -67,16 +67,22 @@ def _metrics(path: Path, data: dict, field: str) -> dict[str, float]:
         key: value for key, value in block.items() if key not in METRICS}
 
 
+def read_measured(path: Path, what: str) -> dict:
+    """A record with ``dev`` and ``test`` metric objects (each metric in [0, 1])."""
+    row = read_object(path, what)
+    for field in ("dev", "test"):
+        row[field] = _metrics(path, row, field)
+    return row
+
+
 def read_arm(path: Path) -> dict:
     """An arm's ``arm.json``: ``model``, ``dev`` and ``test`` metrics in [0, 1],
     ``seconds`` and ``load_average`` >= 0; its ``test`` equal to the per-query test file
     beside it (when there is one)."""
-    row = read_object(path, "an arm record (arm.json of compare_recipes.py)")
+    row = read_measured(path, "an arm record (arm.json of compare_recipes.py)")
     if not isinstance(row.get("model"), str):
         raise StoredFileError(f"{path}: field 'model': expected the model's path; "
                               f"{_redo(path)}")
-    for field in ("dev", "test"):
-        row[field] = _metrics(path, row, field)
     for field in ("seconds", "load_average"):
         _number(path, row, field)
     per_query = path.with_name(PER_QUERY_FILE)

@@ -31,6 +31,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from arm_records import read_measured, read_run_summary
 from rich.console import Console
 from rich.table import Table
 
@@ -45,13 +46,19 @@ def run_setting(name: str, args, overrides: list[str]) -> dict:
     interrupted run resumes from its checkpoint when the comparison is started again)."""
     output = args.out / name
     results = output / "results.json"
-    if not (results.is_file() and json.loads(results.read_text()).get("status") == "finished"):
+    summary = read_run_summary(results)  # checked; None: not trained, or stopped (resumes)
+    if summary is None:
         command = [sys.executable, "-m", "tapt", "train", str(args.recipe), "--test",
                    f"data.path={args.data}", f"output_dir={output}", "eval.zero_shot=false",
                    *args.set, *overrides]
         subprocess.run(command, check=True)
-    summary = json.loads(results.read_text())["summary"]
-    dev = next(v for k, v in summary.items() if k.startswith("best dev"))
+        summary = read_run_summary(results)
+        if summary is None:
+            raise SystemExit(f"{results}: tapt train exited 0 but its run is not finished")
+    dev = next((v for k, v in summary.items() if k.startswith("best dev")), None)
+    if dev is None or "TAPT test" not in summary:
+        raise SystemExit(f"{results}: field 'summary' holds no 'best dev' or 'TAPT test' "
+                         f"(was it trained with --test and a dev split?); remove {output}")
     return {"setting": name, "dev": dev, "test": summary["TAPT test"]}
 
 
@@ -83,8 +90,8 @@ def zero_shot(args) -> dict:
     from tapt.training.run import model_spec
 
     cached = args.out / "zero-shot.json"
-    if cached.is_file():
-        return json.loads(cached.read_text())
+    if cached.is_file():  # checked: a damaged record is named, not tabulated
+        return read_measured(cached, "the zero-shot record of compare_negatives.py")
     recipe = load_recipe(args.recipe, [f"data.path={args.data}", "output_dir=unused",
                                        *args.set])
     data = recipe.data

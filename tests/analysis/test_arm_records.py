@@ -133,3 +133,15 @@ def test_a_merge_record_without_its_list_is_refused(tmp_path):
     merge.write_text(json.dumps({"soup": {"ingredients": []}}))
     with pytest.raises(StoredFileError, match="'soup.ingredients': expected a non-empty"):
         arm_records.read_merge(merge, "soup.ingredients")
+
+
+def test_a_zero_shot_record_of_compare_negatives_is_checked(tmp_path):
+    cached = tmp_path / "zero-shot.json"
+    metrics = {"binary_ndcg@10": 0.3, "graded_ndcg@10": 0.2, "mrr@10": 0.4,
+               "recall@100": 0.9}
+    cached.write_text(json.dumps({"setting": "zero-shot", "dev": metrics, "test": metrics}))
+    assert arm_records.read_measured(cached, "zero-shot")["test"] == metrics
+    cached.write_text(json.dumps({"setting": "zero-shot", "dev": metrics,
+                                  "test": {**metrics, "mrr@10": -0.1}}))
+    with pytest.raises(StoredFileError, match=rf"{cached}: field 'mrr@10'"):
+        arm_records.read_measured(cached, "zero-shot")
