@@ -1,6 +1,7 @@
 """Every ``tapt`` command the documentation shows parses with tapt's own parsers, so the
 documentation runs as written: each command in a fenced code block of README.md and
-docs/*.md, and each row of README.md's command table (which must list every command).
+docs/*.md, each command in a recipe's header (its leading ``#`` lines, which users copy),
+and each row of README.md's command table (which must list every command).
 
 Which lines are commands: in a fenced block, a line (joined with the next ones while it
 ends with ``\\``; a leading ``$ `` and ``VAR=value`` words are dropped; ``#`` starts a
@@ -124,11 +125,34 @@ def tapt_words(line: str) -> list[str] | None:
     return rest[1:] if rest[:1] == ["--"] else rest
 
 
+def header_lines(text: str):
+    """(line number, logical line) of a recipe's header: the ``#`` comment lines before its
+    first key, the ``#`` taken off, continuations joined (the header's ``Run:`` commands)."""
+    pending, start = "", 0
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.startswith("#"):
+            return
+        body = line[1:]
+        if not pending:
+            start = number
+        if body.rstrip().endswith("\\"):
+            pending += body.rstrip()[:-1] + " "
+            continue
+        yield start, pending + body
+        pending = ""
+
+
+def recipe_files(root: Path = ROOT) -> list[Path]:
+    return sorted((root / "recipes").glob("*.yaml"))
+
+
 def doc_commands(pages: list[Path] | None = None, root: Path = ROOT) -> list[DocCommand]:
+    """The commands of the pages' fenced blocks and of the recipes' headers."""
     found = []
-    for page in pages if pages is not None else doc_pages(root):
+    for page in pages if pages is not None else [*doc_pages(root), *recipe_files(root)]:
         name = page.relative_to(root).as_posix()
-        for number, line in fenced_lines(page.read_text(encoding="utf-8")):
+        lines = header_lines if page.suffix == ".yaml" else fenced_lines
+        for number, line in lines(page.read_text(encoding="utf-8")):
             words = tapt_words(line)
             if words is not None:
                 found.append(DocCommand(name, number, " ".join(line.split()), tuple(words)))
@@ -231,6 +255,29 @@ def problems(command: DocCommand, parser: argparse.ArgumentParser, root: Path = 
 COMMANDS = doc_commands()
 
 
+def test_the_recipe_headers_are_checked_too():
+    """Each best recipe's header shows the workflow: mine, train it, train plain MNRL and
+    compare with the paired test; those lines are among the checked commands."""
+    for recipe in ("recipes/quickstart-best.yaml", "recipes/scifact-best.yaml"):
+        words = {command.words[0] for command in COMMANDS if command.page == recipe}
+        assert words >= {"mine", "train", "compare"}, (recipe, words)
+        compare = next(c for c in COMMANDS if c.page == recipe and c.words[0] == "compare")
+        assert "--baseline" in compare.words
+
+
+def test_a_wrong_flag_in_a_recipe_header_fails(tmp_path):
+    (tmp_path / "recipes").mkdir()
+    (tmp_path / "recipes" / "r.yaml").write_text(
+        "# Run:\n#   tapt mine --data D --retriever bm25 --per-qery 3 \\\n"
+        "#       --output m.jsonl\nmodel:\n  name: m\n# tapt eval --bogus (not header)\n",
+        encoding="utf-8")
+    (command,) = doc_commands(recipe_files(tmp_path), tmp_path)
+    assert (command.page, command.line) == ("recipes/r.yaml", 2)
+    assert command.words[-2:] == ("--output", "m.jsonl")  # the continuation was joined
+    found = problems(command, placeholder_parser())
+    assert found and "--per-qery" in " ".join(found)
+
+
 def test_the_pages_hold_commands_of_every_launcher():
     texts = [str(command) for command in COMMANDS]
     assert len(COMMANDS) >= 40, texts
@@ -267,7 +314,7 @@ def test_an_unknown_flag_fails(tmp_path):
     commands = doc_commands(doc_pages(tmp_path), tmp_path)
     parser = placeholder_parser()
     failing = [c for c in commands if problems(c, parser, ROOT)]
-    assert len(commands) == len(COMMANDS)
+    assert len(commands) == len([c for c in COMMANDS if not c.page.startswith("recipes/")])
     assert len(failing) == 1 and "--no-such-flag" in failing[0].text
     assert "unrecognized arguments: --no-such-flag" in problems(failing[0], parser, ROOT)
 
