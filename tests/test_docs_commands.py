@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import itertools
 import re
 import shlex
 from dataclasses import dataclass
@@ -70,14 +71,13 @@ class DocCommand:
         return f"{self.page}:{self.line}: {self.text}"
 
 
-def fenced_lines(text: str):
-    """(line number, logical line) of every fenced code block, continuations joined."""
-    inside, pending, start = False, "", 0
-    for number, line in enumerate(text.splitlines(), 1):
-        if FENCE.match(line):
-            inside, pending = not inside, ""
-            continue
-        if not inside:
+def joined(numbered):
+    """(number, line) pairs -> (first number, logical line): a line ending with ``\\``
+    continues on the next; a ``None`` line ends a block (and any pending line)."""
+    pending, start = "", 0
+    for number, line in numbered:
+        if line is None:
+            pending = ""
             continue
         if not pending:
             start = number
@@ -86,6 +86,19 @@ def fenced_lines(text: str):
             continue
         yield start, pending + line
         pending = ""
+
+
+def fenced_lines(text: str):
+    """(line number, logical line) of every fenced code block, continuations joined."""
+    def inside_fences():
+        inside = False
+        for number, line in enumerate(text.splitlines(), 1):
+            if FENCE.match(line):
+                inside = not inside
+                yield number, None
+            elif inside:
+                yield number, line
+    return joined(inside_fences())
 
 
 def tapt_words(line: str) -> list[str] | None:
@@ -128,18 +141,9 @@ def tapt_words(line: str) -> list[str] | None:
 def header_lines(text: str):
     """(line number, logical line) of a recipe's header: the ``#`` comment lines before its
     first key, the ``#`` taken off, continuations joined (the header's ``Run:`` commands)."""
-    pending, start = "", 0
-    for number, line in enumerate(text.splitlines(), 1):
-        if not line.startswith("#"):
-            return
-        body = line[1:]
-        if not pending:
-            start = number
-        if body.rstrip().endswith("\\"):
-            pending += body.rstrip()[:-1] + " "
-            continue
-        yield start, pending + body
-        pending = ""
+    lines = enumerate(text.splitlines(), 1)
+    return joined((number, line[1:]) for number, line in
+                  itertools.takewhile(lambda pair: pair[1].startswith("#"), lines))
 
 
 def recipe_files(root: Path = ROOT) -> list[Path]:
