@@ -160,6 +160,13 @@ def max_length(recipe) -> list[str]:
     return [] if length is None else ["--max-seq-length", str(length)]
 
 
+def as_recipe_reads(recipe) -> list[str]:
+    """The options that make ``tapt eval`` and ``tapt mine`` read the data and the texts as
+    the recipe's training does: :func:`max_length`, and ``--lenient`` when ``data.lenient``
+    is on (Cranfield has empty passages, which tapt refuses otherwise)."""
+    return [*max_length(recipe), *(["--lenient"] if recipe.data.lenient else [])]
+
+
 def recipe_for(args, overrides: list[str]):
     from tapt.recipe import load_recipe
 
@@ -194,7 +201,7 @@ class Comparison:
             recipe = recipe_for(self.args, [])
             tapt("eval", "--model", str(model), "--data", str(self.args.data), "--split",
                  recipe.data.test_split, "--dtype", "float32", "--no-cache",
-                 *max_length(recipe), "--quiet", "--output", str(output))
+                 *as_recipe_reads(recipe), "--quiet", "--output", str(output))
         from tapt.analysis.result_files import read_result
 
         written = read_result(output)  # checked: metrics in [0, 1], an evaluated block
@@ -303,9 +310,7 @@ class Comparison:
                        "--split", recipe.data.train_split, "--output", str(path),
                        "--per-query", "3", "--depth", "100", "--margin", margin,
                        "--sampling", sampling, "--skip-top", str(skip), "--seed", "0",
-                       *max_length(recipe), "--quiet"]
-            if recipe.data.lenient:
-                command.append("--lenient")
+                       *as_recipe_reads(recipe), "--quiet"]
             tapt(*command)
         return [f"data.mined_negatives={path}", "data.negatives_per_query=3"]
 
