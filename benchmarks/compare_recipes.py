@@ -41,8 +41,9 @@ table of docs/levers.md::
 
     OMP_NUM_THREADS=2 python benchmarks/compare_recipes.py --data ../shared/data/scifact \\
         --recipe recipes/scifact.yaml --out runs/levers-scifact --seeds 0 \\
-        --arms mnrl st-script mined-perc95 weak-title lr-5e-5 lr-1e-4 sweep-lr \\
-               sweep-lr-soup wise-ft average-last cached-128 cached-256 mined-round2 weak-ict
+        --arms mnrl st-script mined-perc95 mined-round2 lr-5e-5 lr-1e-4 lr-2e-4 lr-4e-4 \\
+               sweep-lr sweep-lr-soup wise-ft weak-title weak-ict average-last cached-128 \\
+               cached-256
 
 A script, not a test: nothing is asserted.
 """
