@@ -28,7 +28,7 @@ Arms (``--arms``; ``ARMS`` below; the SciFact table is in docs/levers.md):
   (``data.weak_pairs``: title -> text, or inverse cloze);
 - the Cranfield comparison's arms: ``hardness``, ``gte-directions``, ``mnsrl``, ``gist``,
   ``matryoshka``, ``mined-k3``, ``distill-grades``;
-- ``best``: the trained arms whose dev beat ``mnrl``'s, together (``--combine``).
+- ``best``: the trained arms whose dev beat ``mnrl``'s, together (or the arms ``--best-of`` names).
 
 Runs go seed by seed in the order of ``--arms``; everything finished is reused, so an
 interrupted comparison resumes where it stopped (a training run from its checkpoint).
