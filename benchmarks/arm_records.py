@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from pathlib import Path
 
 from tapt.retrieval.metrics import METRIC_KEYS as METRICS
@@ -136,6 +137,19 @@ def read_run_summary(path: Path) -> dict | None:
     if not isinstance(summary, dict):
         raise StoredFileError(f"{path}: field 'summary': expected an object in a finished "
                               "run's results")
+    return summary
+
+
+def trained_summary(results: Path, train: Callable[[], object]) -> dict:
+    """:func:`read_run_summary` of ``results``, calling ``train()`` first when the run has
+    not finished (``tapt train`` makes or resumes it); a run still unfinished after it
+    stops the comparison."""
+    summary = read_run_summary(results)
+    if summary is None:
+        train()
+        summary = read_run_summary(results)
+        if summary is None:
+            raise SystemExit(f"{results}: tapt train exited 0 but its run is not finished")
     return summary
 
 

@@ -31,7 +31,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from arm_records import read_measured, read_run_summary
+from arm_records import read_measured, trained_summary
 from rich.console import Console
 from rich.table import Table
 
@@ -46,15 +46,10 @@ def run_setting(name: str, args, overrides: list[str]) -> dict:
     interrupted run resumes from its checkpoint when the comparison is started again)."""
     output = args.out / name
     results = output / "results.json"
-    summary = read_run_summary(results)  # checked; None: not trained, or stopped (resumes)
-    if summary is None:
-        command = [sys.executable, "-m", "tapt", "train", str(args.recipe), "--test",
-                   f"data.path={args.data}", f"output_dir={output}", "eval.zero_shot=false",
-                   *args.set, *overrides]
-        subprocess.run(command, check=True)
-        summary = read_run_summary(results)
-        if summary is None:
-            raise SystemExit(f"{results}: tapt train exited 0 but its run is not finished")
+    command = [sys.executable, "-m", "tapt", "train", str(args.recipe), "--test",
+               f"data.path={args.data}", f"output_dir={output}", "eval.zero_shot=false",
+               *args.set, *overrides]
+    summary = trained_summary(results, lambda: subprocess.run(command, check=True))
     dev = next((v for k, v in summary.items() if k.startswith("best dev")), None)
     if dev is None or "TAPT test" not in summary:
         raise SystemExit(f"{results}: field 'summary' holds no 'best dev' or 'TAPT test' "

@@ -61,7 +61,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from arm_records import METRICS, read_arm, read_gnu_time, read_merge, read_run_summary, read_wall
+from arm_records import METRICS, read_arm, read_gnu_time, read_merge, read_wall, trained_summary
 
 BASELINE = "mnrl"
 
@@ -279,16 +279,14 @@ class Comparison:
         folder = self.folder(arm, seed)
         overrides = [*ARMS[arm].overrides, *self.mined(arm, seed), f"training.seed={seed}"]
         results = folder / "results.json"
-        summary = read_run_summary(results)
-        if summary is None:
+
+        def run_training() -> None:
             tapt("train", str(self.args.recipe), f"data.path={self.args.data}",
                  f"output_dir={folder}", "eval.zero_shot=false", *self.args.set, *overrides,
                  timed=timing_file(folder))  # beside the run folder: tapt train wants it new
             write_wall(folder, time.time() - started)  # mining included
-            summary = read_run_summary(results)
-            if summary is None:
-                raise SystemExit(f"{results}: tapt train exited 0 but its run is not "
-                                 "finished")
+
+        summary = trained_summary(results, run_training)
         return self.record(folder, folder / "final", started, overrides=overrides,
                            in_loop_dev=summary.get("best dev"))
 

@@ -145,3 +145,20 @@ def test_a_zero_shot_record_of_compare_negatives_is_checked(tmp_path):
                                   "test": {**metrics, "mrr@10": -0.1}}))
     with pytest.raises(StoredFileError, match=rf"{cached}: field 'mrr@10'"):
         arm_records.read_measured(cached, "zero-shot")
+
+
+def test_training_runs_only_for_an_unfinished_run_and_must_finish_it(tmp_path):
+    results = tmp_path / "results.json"
+    finished = {"status": "finished", "summary": {"best dev": {"binary_ndcg@10": 0.8}}}
+    calls = []
+
+    def train():
+        calls.append(1)
+        results.write_text(json.dumps(finished))
+
+    assert arm_records.trained_summary(results, train) == finished["summary"]
+    assert arm_records.trained_summary(results, train) == finished["summary"]
+    assert len(calls) == 1  # the second call found the finished run
+    results.write_text(json.dumps({"status": "stopped"}))
+    with pytest.raises(SystemExit, match="exited 0 but its run is not finished"):
+        arm_records.trained_summary(results, lambda: None)
