@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from tapt.encoders.model_paths import PACKAGE_SCHEME, resolve_model_path
+from tapt.util.families import FAMILY_NAME, POOLING_MODES
 from tapt.util.files import atomic_write_json
 from tapt.util.ids import is_hub_id
 
@@ -26,17 +27,79 @@ from tapt.util.ids import is_hub_id
 # reading a record must not import torch.
 
 RECORD_FILE = "tapt_preset.json"
+MAX_RECORD_BYTES = 1 << 20
+"""A record is a few hundred bytes (a merge's lists its sources): larger is not tapt's."""
+
+TEXT_FIELDS = ("query_prompt", "document_prompt", "base_model", "base_revision", "stage",
+               "backend", "loss", "objective")
+FLAG_FIELDS = ("needs_remote_code", "append_eos")
+
+
+class PresetRecordError(ValueError):
+    """A ``tapt_preset.json`` that is not a record tapt wrote; the message names the file
+    and the field."""
 
 
 def read_preset_record(name_or_path: str) -> dict[str, Any] | None:
-    """The record in a local model folder (``package:`` paths resolved), or None."""
+    """The checked record in a local model folder (``package:`` paths resolved), or None
+    when there is none; :class:`PresetRecordError` when the file is not one tapt wrote."""
     try:
         folder = Path(resolve_model_path(name_or_path))
     except FileNotFoundError:
         return None
-    if name_or_path.startswith(PACKAGE_SCHEME) or not (folder / RECORD_FILE).is_file():
+    path = folder / RECORD_FILE
+    if name_or_path.startswith(PACKAGE_SCHEME) or not path.exists():
         return None
-    return json.loads((folder / RECORD_FILE).read_text(encoding="utf-8"))
+    return check_preset_record(path, _read_object(path))
+
+
+def _read_object(path: Path) -> Any:
+    if not path.is_file():
+        raise PresetRecordError(f"{path}: not a regular file")
+    if path.stat().st_size > MAX_RECORD_BYTES:
+        raise PresetRecordError(f"{path}: {path.stat().st_size:,} bytes, larger than any "
+                                "record tapt writes")
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except OSError as err:
+        raise PresetRecordError(f"{path}: cannot read ({err.strerror or err})") from None
+    except UnicodeDecodeError as err:
+        raise PresetRecordError(f"{path}: not valid UTF-8 (byte {err.start + 1})") from None
+    except json.JSONDecodeError as err:
+        raise PresetRecordError(f"{path}: not JSON ({err.msg} at line {err.lineno})") \
+            from None
+    except (RecursionError, ValueError):
+        raise PresetRecordError(f"{path}: not JSON (nested too deeply or a number too "
+                                "long)") from None
+
+
+def check_preset_record(path: Path, record: Any) -> dict[str, Any]:
+    """``record`` if every field a loader reads has the type tapt writes (extra fields,
+    such as a merge's sources, pass unread); else :class:`PresetRecordError` naming
+    ``path`` and the field. A loader then never turns remote code on from a string, pools
+    by a mode sentence-transformers lacks, or truncates at a length that is no length."""
+    def bad(field: str, expected: str) -> PresetRecordError:
+        return PresetRecordError(f"{path}: field '{field}': expected {expected}, got "
+                                 f"{record[field]!r}")
+
+    if not isinstance(record, dict):
+        raise PresetRecordError(f"{path}: not a JSON object (a tapt preset record is one)")
+    family = record.get("family")
+    if family is not None and not (isinstance(family, str) and FAMILY_NAME.fullmatch(family)):
+        raise bad("family", "a family name")
+    if record.get("pooling") is not None and record["pooling"] not in POOLING_MODES:
+        raise bad("pooling", f"null or one of {', '.join(POOLING_MODES)}")
+    length = record.get("max_seq_length")
+    if length is not None and (isinstance(length, bool) or not isinstance(length, int)
+                               or length < 1):
+        raise bad("max_seq_length", "null or a positive whole number")
+    for field in TEXT_FIELDS:
+        if record.get(field) is not None and not isinstance(record[field], str):
+            raise bad(field, "null or text")
+    for field in FLAG_FIELDS:
+        if field in record and not isinstance(record[field], bool):
+            raise bad(field, "true or false")
+    return record
 
 
 def portable_model_name(name: str, revision: str | None = None) -> tuple[str, str | None]:

@@ -23,7 +23,7 @@ lives in the process: a recipe run by ``tapt train`` names the module that regis
 
 from __future__ import annotations
 
-from tapt.encoders.preset_record import read_preset_record
+from tapt.encoders.preset_record import RECORD_FILE, PresetRecordError, read_preset_record
 from tapt.util.families import (
     PRESETS,
     FamilyError,
@@ -41,6 +41,9 @@ def get_preset(family: str, model_name: str = "") -> FamilyPreset:
     if family == "auto" and model_name:
         record = read_preset_record(model_name)
         if record is not None:
+            if record.get("family") is None:
+                raise PresetRecordError(f"{model_name}: its {RECORD_FILE} records no "
+                                        "'family'; set model.family in the recipe")
             return FamilyPreset(record["family"], pooling=record.get("pooling"),
                                 query_prompt=record.get("query_prompt"),
                                 document_prompt=record.get("document_prompt"),

@@ -616,3 +616,53 @@ def test_cache_ls_while_a_writer_renames_its_files(tmp_path, quiet_cli, capsys):
     assert quiet_cli.main(["cache", "ls", "--cache-dir", str(tmp_path / "cache"),
                            "--corpus-cache", str(tmp_path / "corpora")]) == 0
     assert "1 model keys" in " ".join(capsys.readouterr().out.split())
+
+
+# --------------------------------------------------------------- preset records
+
+BAD_RECORDS = [
+    ("{", "not JSON"),
+    ("[1]", "not a JSON object"),
+    ('{"family": "default", "needs_remote_code": "yes"}', "field 'needs_remote_code'"),
+    ('{"family": "default", "pooling": "median"}', "field 'pooling'"),
+    ('{"family": "default", "max_seq_length": -4}', "field 'max_seq_length'"),
+    ('{"family": "default", "query_prompt": 7}', "field 'query_prompt'"),
+    ('{"family": "../x"}', "field 'family'"),
+    ('{"stage": "tapt"}', "records no 'family'"),
+]
+
+
+@pytest.mark.reliability(
+    area=AREA, reader="preset record (tapt_preset.json, family: auto)",
+    fault="an export's tapt_preset.json cut short, a list, needs_remote_code \"yes\", an "
+          "unknown pooling mode, a negative max_seq_length, a numeric prompt, a path as the "
+          "family, no family at all; each evaluated with family auto",
+    behaviour="refused before encoding, exit 2, one line naming the record and the field; "
+              "no metrics written")
+@pytest.mark.parametrize(("text", "says"), BAD_RECORDS)
+def test_a_bad_preset_record_is_refused_before_encoding(text, says, model_copy,
+                                                        tiny_beir_path, tmp_path, quiet_cli,
+                                                        capsys):
+    from tapt.cli import main
+
+    (model_copy / "tapt_preset.json").write_text(text, encoding="utf-8")
+    output = tmp_path / "metrics.json"
+    code = main(["eval", "--model", str(model_copy), "--data", str(tiny_beir_path),
+                 "--quiet", "--output", str(output)])
+    message = capsys.readouterr().out
+    assert code == 2 and not output.exists()
+    assert "tapt_preset.json" in message and says in message
+    assert "Traceback" not in message
+
+
+def test_a_preset_record_tapt_wrote_is_read_back_unchanged(model_copy):
+    from tapt.encoders.presets import get_preset
+
+    record = {"family": "default", "pooling": "cls", "query_prompt": "q: ",
+              "document_prompt": "", "max_seq_length": 64, "append_eos": False,
+              "needs_remote_code": False, "base_model": "base", "base_revision": None,
+              "stage": "merge", "sources": [{"model": "a"}], "weights": [0.5, 0.5]}
+    (model_copy / "tapt_preset.json").write_text(json.dumps(record), encoding="utf-8")
+    preset = get_preset("auto", str(model_copy))
+    assert (preset.pooling, preset.query_prompt, preset.max_seq_length) == ("cls", "q: ", 64)
+    assert preset.needs_remote_code is False
