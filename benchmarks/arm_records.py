@@ -33,6 +33,14 @@ def _redo(path: Path) -> str:
 
 def read_object(path: Path, what: str) -> dict:
     """``path`` as a JSON object, or :class:`StoredFileError` saying it is not ``what``."""
+    data = read_json(path, what)
+    if not isinstance(data, dict):
+        raise StoredFileError(f"{path}: not a JSON object; {what} expected")
+    return data
+
+
+def read_json(path: Path, what: str) -> object:
+    """``path`` parsed as JSON, or :class:`StoredFileError` saying it is not ``what``."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -43,13 +51,12 @@ def read_object(path: Path, what: str) -> dict:
     except (json.JSONDecodeError, RecursionError, ValueError) as err:
         where = f" at line {err.lineno}" if isinstance(err, json.JSONDecodeError) else ""
         raise StoredFileError(f"{path}: not JSON{where}; {what} expected") from None
-    if not isinstance(data, dict):
-        raise StoredFileError(f"{path}: not a JSON object; {what} expected")
     return data
 
 
-def _number(path: Path, data: dict, field: str, *, low: float = 0.0,
-            high: float = math.inf) -> float:
+def read_number(path: Path, data: dict, field: str, *, low: float = 0.0,
+                high: float = math.inf) -> float:
+    """``data[field]``, a number in [low, high], or :class:`StoredFileError` naming it."""
     value = data.get(field)
     if isinstance(value, bool) or not isinstance(value, (int, float)) \
             or not low <= value <= high:  # NaN fails both comparisons
@@ -64,7 +71,7 @@ def _metrics(path: Path, data: dict, field: str) -> dict[str, float]:
     if not isinstance(block, dict):
         raise StoredFileError(f"{path}: field '{field}': expected an object of metrics, got "
                               f"{type(block).__name__}; {_redo(path)}")
-    return {key: _number(path, block, key, high=1.0) for key in METRICS} | {
+    return {key: read_number(path, block, key, high=1.0) for key in METRICS} | {
         key: value for key, value in block.items() if key not in METRICS}
 
 
@@ -85,7 +92,7 @@ def read_arm(path: Path) -> dict:
         raise StoredFileError(f"{path}: field 'model': expected the model's path; "
                               f"{_redo(path)}")
     for field in ("seconds", "load_average"):
-        _number(path, row, field)
+        read_number(path, row, field)
     per_query = path.with_name(PER_QUERY_FILE)
     if per_query.is_file():
         from tapt.analysis.result_files import read_result
@@ -106,8 +113,8 @@ def read_arm(path: Path) -> dict:
 def read_wall(path: Path) -> dict:
     """``wall.json``: the ``seconds`` making an arm's model took and the ``load_average``."""
     wall = read_object(path, "a wall-time record (wall.json)")
-    _number(path, wall, "seconds")
-    _number(path, wall, "load_average")
+    read_number(path, wall, "seconds")
+    read_number(path, wall, "load_average")
     return wall
 
 

@@ -30,6 +30,9 @@ import time
 from pathlib import Path
 
 import numpy as np
+from arm_records import StoredFileError, read_json, read_number
+
+from tapt.analysis.result_files import read_result
 
 MEDIAN_CHARS = 5800
 SIGMA = 0.45
@@ -210,7 +213,7 @@ def run_eval(model: Path, data: Path, store: str, cache: Path, out: Path,
     if child.returncode != 0:
         raise RuntimeError(f"tapt eval failed ({child.returncode}):\n"
                            f"{log.read_text()[-3000:]}")
-    result = json.loads(out.read_text())
+    result = read_result(out)  # checked: the metrics, the evaluated block
     search = result["evaluated"].get("search", {})
     if embeddings is not None:
         store += " + cache " + ("warm" if search.get("passages_from_cache") else "cold")
@@ -241,6 +244,39 @@ def parts(row: dict, data: Path, cache: Path, dim: int) -> dict[str, float]:
             "token ids (blocks)": 2 * 4 * block / GIB,
             "index (float32)": passages * dim * 4 / GIB,
             "query embeddings": row["queries"] * dim * 4 / GIB}
+
+
+PEAK_FIELDS = ("VmHWM", "RssAnon", "RssFile")
+
+
+def read_rows(path: Path) -> list[dict]:
+    """The rows an earlier ``--json`` run wrote, each checked for what :func:`print_tables`
+    reads (counts, a store name, peak bytes, wall seconds, rates, the parts' GiB), or
+    :class:`StoredFileError` naming the file, the row and the field."""
+    rows = read_json(path, "bench_scale.py --json rows")
+    if not isinstance(rows, list) or not rows:
+        raise StoredFileError(f"{path}: expected a non-empty list of rows (bench_scale.py "
+                              "--json writes one)")
+    for number, row in enumerate(rows, 1):
+        where = Path(f"{path}: row {number}")
+        if not isinstance(row, dict):
+            raise StoredFileError(f"{where}: not a JSON object")
+        read_number(where, row, "passages", low=1)
+        read_number(where, row, "queries")
+        read_number(where, row, "wall_s", low=1e-9)
+        read_number(where, row, "ndcg", high=1.0)
+        if not isinstance(row.get("store"), str) or not isinstance(row.get("arrow_built"),
+                                                                   bool):
+            raise StoredFileError(f"{where}: fields 'store' (text) and 'arrow_built' "
+                                  "(true/false) expected")
+        for block, fields in (("peak", PEAK_FIELDS), ("timings", ("passages_per_s",)),
+                              ("parts", ())):
+            values = row.get(block)
+            if not isinstance(values, dict):
+                raise StoredFileError(f"{where}: field '{block}': expected an object")
+            for field in (*fields, *(name for name in values if name not in fields)):
+                read_number(Path(f"{where}: {block}"), values, field)
+    return rows
 
 
 def print_tables(rows: list[dict]) -> None:
@@ -297,7 +333,12 @@ def main(argv: list[str] | None = None) -> int:
                         help="only print the tables of rows written by earlier --json runs")
     args = parser.parse_args(argv)
     if args.show:
-        print_tables([row for path in args.show for row in json.loads(path.read_text())])
+        try:
+            rows = [row for path in args.show for row in read_rows(path)]
+        except StoredFileError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
+        print_tables(rows)
         return 0
     rows = []
     for size in args.sizes:
