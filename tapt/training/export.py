@@ -25,7 +25,7 @@ from pathlib import Path
 
 from tapt.encoders.model_paths import PACKAGE_SCHEME
 from tapt.encoders.precision import torch_dtype
-from tapt.encoders.preset_record import RECORD_FILE, base_model_of
+from tapt.encoders.preset_record import RECORD_FILE, base_model_of, read_preset_record
 from tapt.recipe import Recipe
 from tapt.retrieval.metrics import METRIC_KEYS
 from tapt.retrieval.mteb_results import mteb_eval_results
@@ -352,9 +352,21 @@ def write_dapt_card(folder: Path, recipe, section: str) -> None:
                       with_section_first(text, title + section.strip("\n") + "\n"))
 
 
+EXPORT_STAGES = ("tapt", "dapt", "merge", "export")
+"""The ``stage`` every record tapt writes carries (:func:`write_preset_record`'s callers)."""
+
+
 def is_tapt_export(folder: Path) -> bool:
-    """A folder tapt exported: a SentenceTransformer folder with ``tapt_preset.json``."""
-    return (folder / RECORD_FILE).is_file() and (folder / "modules.json").is_file()
+    """A folder tapt exported: a SentenceTransformer folder whose ``tapt_preset.json``
+    reads back checked and names a stage tapt writes. A record that fails the check is no
+    proof the folder is tapt's, so ``--overwrite`` leaves it alone."""
+    if not (folder / "modules.json").is_file():
+        return False
+    try:
+        record = read_preset_record(str(folder))
+    except (OSError, ValueError):
+        return False
+    return record is not None and record.get("stage") in EXPORT_STAGES
 
 
 def check_replaceable(output: Path, *, overwrite: bool,
@@ -369,9 +381,9 @@ def check_replaceable(output: Path, *, overwrite: bool,
         raise FileExistsError(f"--output {output}: exists; pass --overwrite to replace "
                               "it (only a tapt export is replaced)")
     if not is_tapt_export(output):
-        raise error(f"--output {output}: not a tapt export (no {RECORD_FILE} and "
-                    "modules.json), so --overwrite does not replace it; choose "
-                    "another folder")
+        raise error(f"--output {output}: not a tapt export (no modules.json, or no "
+                    f"{RECORD_FILE} that tapt wrote), so --overwrite does not replace it; "
+                    "choose another folder")
 
 
 def replace_folder(staging: Path, output: Path, *, overwrite: bool) -> Path:

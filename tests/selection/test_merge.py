@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+from pathlib import Path
 
 import pytest
 import torch
@@ -245,3 +246,19 @@ def test_pick_on_dev_keeps_the_weight_with_the_best_dev_metric(tmp_path, tiny_be
     w = picked[0]
     assert all(torch.equal(tensor, (w * first[key].double() + (1.0 - w) * second[key].double())
                            .to(torch.float32)) for key, tensor in merged.items())
+
+
+@pytest.mark.parametrize("record", ["{", '{"family": "default"}', '{"stage": "mine"}'])
+def test_overwrite_leaves_a_folder_whose_record_tapt_did_not_write(tmp_path, tiny_bert_path,
+                                                                  perturbed_bert, capsys,
+                                                                  record):
+    """A SentenceTransformer folder with a ``tapt_preset.json`` that does not read back as
+    tapt's (cut short, no stage, a stage tapt never writes) is not proof of a tapt export:
+    ``--overwrite`` refuses it and every file stays."""
+    theirs = Path(shutil.copytree(tiny_bert_path, tmp_path / "theirs"))
+    (theirs / "tapt_preset.json").write_text(record, encoding="utf-8")
+    before = {p.name: p.read_bytes() for p in theirs.iterdir() if p.is_file()}
+    assert main(["merge", str(perturbed_bert), str(tiny_bert_path), "--output", str(theirs),
+                 "--overwrite"]) == 2
+    assert "not a tapt export" in capsys.readouterr().out
+    assert {p.name: p.read_bytes() for p in theirs.iterdir() if p.is_file()} == before
