@@ -25,9 +25,9 @@ def add_parsers(commands) -> None:
                       help="Hub commit message (default: one naming the export)")
     push.add_argument("--license", default="apache-2.0",
                       help="license the model card must declare (default: apache-2.0)")
-    push.add_argument("--trust-remote-code", action="store_const", const=True, default=None,
-                      help="let the load check run the model's own code (default: as the "
-                           "export's tapt_preset.json records)")
+    push.add_argument("--trust-remote-code", action="store_true",
+                      help="let the load check run the model's own code (default: off; an "
+                           "export recorded as running its own code is refused without it)")
     push.add_argument("--dry-run", action="store_true",
                       help="check, list the files and print the card; no network call")
 

@@ -119,7 +119,7 @@ def check_not_run_folder(folder: Path) -> None:
 def push_export(folder: str | os.PathLike, repo_id: str, *, private: bool | None = None,
                 revision: str | None = None, commit_message: str | None = None,
                 license: str = "apache-2.0", dry_run: bool = False,
-                trust_remote_code: bool | None = None, retry: RetryPolicy | None = None
+                trust_remote_code: bool = False, retry: RetryPolicy | None = None
                 ) -> PushResult:
     """Push the export ``folder`` to the model repository ``repo_id``.
 
@@ -129,9 +129,10 @@ def push_export(folder: str | os.PathLike, repo_id: str, *, private: bool | None
         revision: branch to commit to, created from the default branch if missing.
         license: the license the card must declare (and whose text ``LICENSE`` holds).
         dry_run: check and return the plan; no network call at all.
-        trust_remote_code: let the load check run the model's own code; None: as the
-            export's ``tapt_preset.json`` says (``needs_remote_code``, set by the run that
-            made it, which had to trust that code to train).
+        trust_remote_code: let the load check run the model's own code. Off unless
+            given: a stored record never turns it on (anyone who can edit the folder's
+            code can edit its ``tapt_preset.json`` too); an export whose record says
+            ``needs_remote_code`` is refused, before loading, with the flag to pass.
         retry: retries of the calls huggingface_hub does not retry (default 5 attempts).
 
     Raises:
@@ -145,8 +146,11 @@ def push_export(folder: str | os.PathLike, repo_id: str, *, private: bool | None
     endpoint = hub_endpoint()
     tokens = known_tokens(network=not dry_run)
     message = commit_message or default_commit_message(folder)
-    if trust_remote_code is None:
-        trust_remote_code = recorded_remote_code(folder)
+    if not trust_remote_code and recorded_remote_code(folder):
+        raise PushRefused(f"{folder}: its tapt_preset.json records a model that runs its own "
+                          "code (needs_remote_code); the load check runs it only with "
+                          "--trust-remote-code (a recipe's model.trust_remote_code: true), "
+                          "pass it if you trust that code")
     plan = check_export(folder, license=license, tokens=tokens, commit_message=message,
                         trust_remote_code=trust_remote_code)
     result = PushResult(repo_id=repo_id, endpoint=endpoint, revision=revision, plan=plan)

@@ -141,4 +141,4 @@ def push_to_hub(recipe, folder: Path) -> None:
 
     push_export(folder, hub.repo_id, private=hub.private, revision=hub.revision,
                 commit_message=hub.commit_message or f"tapt: {Path(recipe.output_dir).name}",
-                license=hub.license)
+                license=hub.license, trust_remote_code=recipe.model.trust_remote_code)

@@ -127,3 +127,33 @@ def test_token_from_the_login_cache_is_scanned_too(tapt_export, tmp_path, fake_h
     with pytest.raises(PushRefused, match="notes.txt: contains a Hub token") as refused:
         push_export(folder, REPO, dry_run=True)
     assert cached not in str(refused.value)
+
+
+def test_a_recorded_remote_code_flag_never_turns_remote_code_on(tapt_export, fake_hub,
+                                                                 tmp_path, capsys,
+                                                                 monkeypatch):
+    """``needs_remote_code: true`` in an export's record (which anyone who can plant a
+    ``modeling_*.py`` can also write) makes ``tapt push`` refuse, naming the flag; the
+    model's own code runs in the load check only with ``--trust-remote-code``."""
+    import json
+
+    from tapt.hub import checks
+
+    folder = shutil.copytree(tapt_export, tmp_path / "export")
+    record = json.loads((folder / "tapt_preset.json").read_text(encoding="utf-8"))
+    (folder / "tapt_preset.json").write_text(json.dumps(record | {"needs_remote_code": True}),
+                                             encoding="utf-8")
+    trusted, real = [], checks.check_loads
+
+    def spy(path, trust_remote_code=False, modules=None):
+        trusted.append(trust_remote_code)
+        return real(path, trust_remote_code, modules)
+
+    monkeypatch.setattr(checks, "check_loads", spy)
+    before = folder_digest(folder)
+    assert main(["push", str(folder), "--repo-id", REPO, "--dry-run"]) == 2
+    assert "--trust-remote-code" in capsys.readouterr().out
+    assert trusted == [] and folder_digest(folder) == before
+    assert main(["push", str(folder), "--repo-id", REPO, "--dry-run",
+                 "--trust-remote-code"]) == 0
+    assert trusted == [True] and fake_hub.requests == []
