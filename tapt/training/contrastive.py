@@ -240,7 +240,7 @@ def train_in(start: RunStart, recipe: Recipe, *, run_test: bool = False,
     # 4. Train (the best checkpoint is loaded at the end).
     run_trainer(trainer, run, resume_from)
     best_step = checkpoint_step(trainer.state.best_model_checkpoint)
-    history = read_history(run)
+    history = read_history(run, require_metrics=True)
     check_exportable(model, evaluator, best_step)
     averaged, averaged_rows = None, {}
     if recipe.training.average_last:  # replaces the best checkpoint: tapt.training.average

@@ -17,10 +17,12 @@ from tapt.encoders.loading import ModelSpec
 from tapt.hub import push_export
 from tapt.hub.push import check_environment
 from tapt.recipe import DaptRecipe, Recipe
+from tapt.retrieval.metrics import METRIC_KEYS
 from tapt.training.distributed import is_main_process
 from tapt.training.errors import TrainingInterrupted
 from tapt.training.run_dir import RunDir
 from tapt.util.files import atomic_write_json, ensure_free_space, parameter_bytes, staging_folder
+from tapt.util.finite import finite_number
 from tapt.util.provenance import provenance
 
 logger = logging.getLogger(__name__)
@@ -96,8 +98,10 @@ def write_results(run: RunDir, results: dict) -> None:
     atomic_write_json(run.results_file, {**results, "provenance": provenance()})
 
 
-def read_history(run: RunDir) -> list[dict]:
-    """Dev evaluations from ``metrics.jsonl``; a resumed run keeps the last entry per step."""
+def read_history(run: RunDir, *, require_metrics: bool = False) -> list[dict]:
+    """Dev evaluations from ``metrics.jsonl``, each checked; a resumed run keeps the last
+    entry per step. ``require_metrics``: every entry that is not a refused (non-finite)
+    evaluation carries all of :data:`METRIC_KEYS` (a TAPT run's do)."""
     if not run.metrics_file.is_file():
         return []
     by_step: dict[int, dict] = {}
@@ -108,17 +112,43 @@ def read_history(run: RunDir) -> list[dict]:
             continue
         try:
             entry = json.loads(line)
-            step = int(entry["step"])
-        except (json.JSONDecodeError, KeyError, TypeError, ValueError) as err:
-            cut = (isinstance(err, json.JSONDecodeError) and number == len(lines)
-                   and not text.endswith("\n"))
-            if cut:  # a crash while appending left half a line: skip it
+        except (json.JSONDecodeError, RecursionError) as err:
+            if number == len(lines) and not text.endswith("\n"):
+                # a crash while appending left half a line: skip it
                 logger.warning("%s:%d: incomplete last line skipped", run.metrics_file, number)
                 continue
             raise DataError(run.metrics_file, f"not an evaluation record ({err})", number,
                             "step") from None
-        by_step[step] = entry
+        problem = history_problem(entry, require_metrics)
+        if problem is not None:
+            field, message = problem
+            raise DataError(run.metrics_file, message, number, field)
+        by_step[entry["step"]] = entry
     return [by_step[step] for step in sorted(by_step)]
+
+
+def history_problem(entry, require_metrics: bool = False) -> tuple[str, str] | None:
+    """``(field, what is wrong)`` with one ``metrics.jsonl`` entry, or None: the step a
+    whole number >= 0, each metric present (``guard_`` ones too) a finite number in [0, 1]
+    unless the entry is a refused evaluation (``error``)."""
+    if not isinstance(entry, dict):
+        return "step", "not an evaluation record (not a JSON object)"
+    step = entry.get("step")
+    if isinstance(step, bool) or not isinstance(step, int) or step < 0:
+        return "step", f"expected a whole number >= 0, got {step!r}"
+    if entry.get("error"):
+        return None
+    keys = [key for key in METRIC_KEYS if key in entry]
+    missing = [key for key in METRIC_KEYS if key not in entry]
+    if missing and (require_metrics or keys):
+        return missing[0], "missing (every dev evaluation records all four metrics)"
+    if not entry.get("guard_error"):  # a refused guard evaluation records None
+        keys += [f"guard_{key}" for key in METRIC_KEYS if f"guard_{key}" in entry]
+    for key in keys:
+        value = entry[key]
+        if not (finite_number(value) and 0 <= value <= 1):
+            return key, f"expected a finite number in [0, 1], got {value!r}"
+    return None
 
 
 def finish_wandb(summary: dict[str, dict[str, float]]) -> None:

@@ -9,11 +9,14 @@ against the size about to be written.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 from pathlib import Path
 
 from tapt.util.redaction import redact, redact_data
+
+logger = logging.getLogger(__name__)
 
 
 class DiskSpaceError(OSError):
@@ -50,12 +53,35 @@ def append_json_line(path: str | os.PathLike, record: dict) -> None:
     """Append ``record`` as one JSON line to ``path``, creating its folder; the exact values
     of known secrets redacted (:func:`redact_data`).
 
-    A crash mid-append can cut only this last line, which readers of metrics files skip."""
+    A crash mid-append can cut only this last line, which readers of metrics files skip;
+    the next append (a resumed run's) first cuts such a torn line away, so that it never
+    ends up in the middle of the file."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     line = json.dumps(redact_data(record, where=str(path)))
+    cut_torn_tail(path)
     with path.open("a", encoding="utf-8") as handle:
         handle.write(line + "\n")
+
+
+def cut_torn_tail(path: Path) -> None:
+    """Truncate ``path`` after its last newline when it does not end in one (the half line
+    a crash mid-append leaves), with a warning; a missing or empty file is left alone."""
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        return
+    if size == 0:
+        return
+    with path.open("rb+") as handle:
+        handle.seek(-1, os.SEEK_END)
+        if handle.read(1) == b"\n":
+            return
+        handle.seek(0)
+        keep = handle.read().rfind(b"\n") + 1
+        handle.truncate(keep)
+    logger.warning("%s: cut %d bytes of an incomplete last line (a crash while appending)",
+                   path, size - keep)
 
 
 def staging_folder(target: Path) -> Path:

@@ -87,6 +87,69 @@ def test_a_truncated_last_metrics_line_is_skipped_on_resume(make_recipe):
 
 
 @pytest.mark.reliability(
+    area="crash safety", fault="metrics.jsonl whose last line a crash cut short, then a "
+                               "resumed run appends its next evaluation",
+    behaviour="the torn half line is cut away (warning) before the append, so the file "
+              "reads back whole: the earlier and the new evaluation, nothing in between")
+def test_an_append_after_a_torn_line_cuts_it_away(tmp_path, caplog):
+    from tapt.training.run import read_history
+    from tapt.training.run_dir import RunDir
+    from tapt.util.files import append_json_line
+
+    metrics = {"binary_ndcg@10": 0.5, "graded_ndcg@10": 0.5, "mrr@10": 0.4,
+               "recall@100": 0.9}
+    path = tmp_path / "metrics.jsonl"
+    path.write_text(json.dumps({"step": 0, **metrics}) + '\n{"step": 2, "binary_nd',
+                    encoding="utf-8")
+    with caplog.at_level("WARNING"):
+        append_json_line(path, {"step": 2, **metrics})
+    assert "incomplete last line" in caplog.text
+    assert path.read_text(encoding="utf-8").count("\n") == 2
+    history = read_history(RunDir(tmp_path), require_metrics=True)
+    assert [entry["step"] for entry in history] == [0, 2]
+
+
+@pytest.mark.reliability(
+    area="stored artefacts", fault="metrics.jsonl entries edited: a NaN, a string or 1.7 "
+                                   "as a metric, a step of 2.5 or -1, a metric missing",
+    behaviour="refused as DataError naming metrics.jsonl, the line and the field (before "
+              "it becomes results.json's best dev, the card or a sweep's ranking)")
+@pytest.mark.parametrize(("change", "field"), [
+    ({"mrr@10": float("nan")}, "mrr@10"), ({"recall@100": "0.9"}, "recall@100"),
+    ({"binary_ndcg@10": 1.7}, "binary_ndcg@10"), ({"step": 2.5}, "step"),
+    ({"step": -1}, "step"), ({"guard_mrr@10": -0.2}, "guard_mrr@10"),
+    ({"graded_ndcg@10": None}, "graded_ndcg@10"),
+])
+def test_an_edited_metrics_entry_is_refused_naming_line_and_field(tmp_path, change, field):
+    from tapt.data.beir import DataError
+    from tapt.training.run import read_history
+    from tapt.training.run_dir import RunDir
+
+    good = {"step": 0, "binary_ndcg@10": 0.5, "graded_ndcg@10": 0.5, "mrr@10": 0.4,
+            "recall@100": 0.9}
+    refused = {"step": 3, "error": "non-finite", **dict.fromkeys(good.keys() - {"step"})}
+    lines = [good, refused, {**good, "step": 4} | change]
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(e) + "\n" for e in lines),
+                                            encoding="utf-8")
+    with pytest.raises(DataError) as caught:
+        read_history(RunDir(tmp_path), require_metrics=True)
+    assert caught.value.line == 3 and caught.value.field == field
+    assert "metrics.jsonl" in str(caught.value)
+
+
+def test_a_missing_metric_is_refused_only_where_metrics_are_required(tmp_path):
+    from tapt.data.beir import DataError
+    from tapt.training.run import read_history
+    from tapt.training.run_dir import RunDir
+
+    dapt = {"step": 5, "epoch": 1.0, "heldout_loss": 2.3}  # DAPT without retrieval
+    (tmp_path / "metrics.jsonl").write_text(json.dumps(dapt) + "\n", encoding="utf-8")
+    assert read_history(RunDir(tmp_path)) == [dapt]
+    with pytest.raises(DataError, match="missing"):
+        read_history(RunDir(tmp_path), require_metrics=True)
+
+
+@pytest.mark.reliability(
     area="disk space", fault="1 kB free when the first checkpoint is due",
     behaviour="refused before writing, naming the size needed and the folder; exit 2; "
     "no checkpoint folder")
