@@ -60,6 +60,7 @@ from pathlib import Path
 
 from tapt.data.beir import DataError
 from tapt.recipe import Recipe, RecipeError, load_recipe
+from tapt.retrieval.metrics import METRIC_KEYS
 from tapt.selection.sweep_folder import (  # noqa: F401  (MARKER_FILE, ...: public here too)
     LOCK_WORDING,
     MARKER_FILE,
@@ -91,6 +92,7 @@ from tapt.training.run_start import (
     saved_recipe,
 )
 from tapt.util.files import atomic_write_json, atomic_write_text
+from tapt.util.finite import finite_number
 
 logger = logging.getLogger(__name__)
 
@@ -289,11 +291,32 @@ def read_trial_results(trial: Trial, run: RunDir) -> None:
     if not isinstance(summary, dict) or results.get("status") != "finished":
         trial.status, trial.error = "failed", "results.json records no finished run"
         return
-    trial.best_step = results.get("best_step")
-    trial.dev = next((metrics for key, metrics in summary.items()
-                      if key.startswith("best dev")), None)
-    trial.test = summary.get("TAPT test")
+    best_step = results.get("best_step")
+    if best_step is not None and (isinstance(best_step, bool) or not isinstance(best_step, int)
+                                  or best_step < 0):
+        raise DataError(run.results_file, f"expected a whole number >= 0 or null, got "
+                        f"{best_step!r}", field_name="best_step")
+    trial.best_step = best_step
+    dev_row = next((key for key in summary if key.startswith("best dev")), None)
+    trial.dev = None if dev_row is None else checked_metrics(run.results_file, summary, dev_row)
+    trial.test = (checked_metrics(run.results_file, summary, "TAPT test")
+                  if "TAPT test" in summary else None)
     trial.status = "finished"
+
+
+def checked_metrics(path: Path, summary: dict, row: str) -> dict[str, float]:
+    """``summary[row]`` if it holds each of :data:`METRIC_KEYS` as a finite number in
+    [0, 1] (what ranks the trials and picks the winner), else a DataError naming the field."""
+    metrics = summary[row]
+    if not isinstance(metrics, dict):
+        raise DataError(path, f"expected an object of metrics, got {metrics!r}",
+                        field_name=f"summary.{row}")
+    for key in METRIC_KEYS:
+        value = metrics.get(key)
+        if not (finite_number(value) and 0 <= value <= 1):
+            raise DataError(path, f"expected a finite number in [0, 1], got {value!r}",
+                            field_name=f"summary.{row}.{key}")
+    return metrics
 
 
 def run_sweep(sweep: Sweep) -> SweepResult:

@@ -495,6 +495,39 @@ def test_a_sweep_does_not_keep_finished_trials_after_the_teacher_changes(
         plan_sweep(recipe_file, axes)
 
 
+@pytest.mark.reliability(
+    area=AREA, reader="tapt sweep (finished trials)",
+    fault="a finished trial's results.json edited: best dev mrr@10 NaN, a string, 1.5; a "
+          "best_step of -3",
+    behaviour="refused when the sweep is planned again, naming the trial, results.json and "
+              "the field; no trial runs and no winner is ranked on it")
+def test_a_sweep_refuses_an_edited_trial_result(make_recipe, tmp_path):
+    from tapt.cli import main
+    from tapt.selection.sweep import plan_sweep
+
+    recipe_file, _ = make_recipe("sweep", training={"max_steps": 2, "eval_steps": 2})
+    axes = ["training.learning_rate=1e-4,1e-3"]
+    assert main(["sweep", str(recipe_file), *axes]) == 0
+    trial = plan_sweep(recipe_file, axes).trials[0]
+    results = trial.folder / "results.json"
+    finished = json.loads(results.read_text(encoding="utf-8"))
+    for change, field in (({"mrr@10": float("nan")}, "summary.best dev.mrr@10"),
+                          ({"mrr@10": "0.4"}, "summary.best dev.mrr@10"),
+                          ({"recall@100": 1.5}, "summary.best dev.recall@100"),
+                          (None, "best_step")):
+        edited = json.loads(json.dumps(finished))
+        if change is None:
+            edited["best_step"] = -3
+        else:
+            edited["summary"]["best dev"].update(change)
+        results.write_text(json.dumps(edited), encoding="utf-8")
+        with pytest.raises(RecipeError, match="no trial was run") as caught:
+            plan_sweep(recipe_file, axes)
+        assert f"{results}: field '{field}'" in str(caught.value)
+    results.write_text(json.dumps(finished), encoding="utf-8")
+    assert all(t.status == "finished" for t in plan_sweep(recipe_file, axes).trials)
+
+
 # ------------------------------------------------------------------------ checkpoints
 
 @pytest.mark.reliability(
