@@ -401,6 +401,17 @@ def _atomic_write(path: Path, text: str) -> None:
     os.replace(partial, path)
 
 
+def recorded_key(folder: Path) -> dict | None:
+    """The key ``folder/key.json`` records, if it is a JSON object whose digest is the
+    folder's name (what :class:`EmbeddingCache` writes); else None. Only such a folder is
+    tapt's to list and to prune: a damaged record must not make it look unused."""
+    try:
+        key = json.loads((folder / KEY_FILE).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, RecursionError, ValueError):
+        return None
+    return key if isinstance(key, dict) and key_digest(key) == folder.name else None
+
+
 def list_entries(root: str | os.PathLike) -> list[CacheEntry]:
     """Every model key under ``root``, most recently used first."""
     entries = []
@@ -411,11 +422,16 @@ def list_entries(root: str | os.PathLike) -> list[CacheEntry]:
         key_file = folder / KEY_FILE
         if folder.name.startswith(".") or not key_file.is_file():
             continue  # not a model key (or one being deleted)
+        key = recorded_key(folder)
+        if key is None:
+            logger.warning("%s: its %s is unreadable or names another key; not listed and "
+                           "never pruned (remove the folder by hand if it is no longer "
+                           "wanted)", folder, KEY_FILE)
+            continue
         try:
-            key = json.loads(key_file.read_text())
             used = key_file.stat().st_mtime  # touched at every use
-        except (OSError, json.JSONDecodeError):
-            key, used = {}, 0.0
+        except OSError:
+            continue  # deleted meanwhile
         rows, size = 0, 0
         for path in folder.iterdir():
             try:  # a process writing the key renames and deletes files meanwhile

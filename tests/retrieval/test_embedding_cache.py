@@ -131,6 +131,28 @@ def test_ls_and_prune(tmp_path):
     assert prune(tmp_path, keep_bytes=0) and not list_entries(tmp_path)
 
 
+@pytest.mark.parametrize("record", ["{", "[1]", '{"model": "someone else"}', b"\xff\xfe"])
+def test_a_key_whose_record_is_damaged_is_never_pruned(tmp_path, caplog, record):
+    """A key folder whose ``key.json`` does not read back as the key its name is the digest
+    of (cut short, not an object, another key, not UTF-8) is left alone by ``ls`` and
+    ``prune``, with a warning: a damaged record must not make hours of encodings look
+    unused and go first."""
+    EmbeddingCache(tmp_path, {"model": "kept"}).put(["a", "b"], _rows(2))
+    EmbeddingCache(tmp_path, {"model": "fresh"}).put(["a"], _rows(1))
+    damaged = next(e.folder for e in list_entries(tmp_path) if e.key["model"] == "kept")
+    key_file = damaged / "key.json"
+    if isinstance(record, bytes):
+        key_file.write_bytes(record)
+    else:
+        key_file.write_text(record, encoding="utf-8")
+    with caplog.at_level("WARNING"):
+        assert [e.key["model"] for e in list_entries(tmp_path)] == ["fresh"]
+        deleted = prune(tmp_path, keep_bytes=0)
+    assert [e.key["model"] for e in deleted] == ["fresh"]
+    assert damaged.is_dir() and any(damaged.glob("shard-*"))
+    assert "never pruned" in caplog.text
+
+
 def test_prune_removes_what_a_killed_prune_left_renamed_aside(tmp_path):
     """A prune killed between renaming a key aside and deleting it leaves
     ``.NAME.deleting-PID``, which nothing lists: the next prune removes it, unless its
