@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 from pathlib import Path
 
 from tapt.data.sources import config_name
@@ -134,6 +135,38 @@ def input_fingerprint(recipe) -> dict[str, dict]:
             groups["eval.guard_data"] = beir_files(recipe.eval.guard_data, None,
                                                    [recipe.eval.guard_split], None)
     return {group: entries for group, entries in groups.items() if entries}
+
+
+HASHED = ("whole", "head+tail")
+SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
+def recorded_problem(fingerprint: dict) -> str | None:
+    """What is wrong with a fingerprint read back from ``recipe.yaml`` (``FIELD: problem``,
+    the field as ``GROUP.NAME.KEY``), or None when it has the shape :func:`input_fingerprint`
+    writes. :func:`compare` trusts that shape: an entry without its hash or with a garbled
+    ``hashed`` would otherwise pass a changed file as unchanged, or stop with a KeyError."""
+    for group, entries in fingerprint.items():
+        if not isinstance(entries, dict):
+            return f"{group}: expected an object of files, got {entries!r}"
+        for name, entry in entries.items():
+            where = f"{group}.{name}"
+            if not isinstance(entry, dict):
+                return f"{where}: expected an object, got {entry!r}"
+            if name == HUB:
+                for key in ("id", "revision", "commit", "config"):
+                    if entry.get(key) is not None and not isinstance(entry[key], str):
+                        return f"{where}.{key}: expected text or null, got {entry[key]!r}"
+                continue
+            size, sha = entry.get("size"), entry.get("sha256")
+            if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+                return f"{where}.size: expected a whole number >= 0, got {size!r}"
+            if not (isinstance(sha, str) and SHA256.fullmatch(sha)):
+                return f"{where}.sha256: expected 64 hex digits, got {sha!r}"
+            if "hashed" in entry and entry["hashed"] not in HASHED:  # absent: an old record
+                return f"{where}.hashed: expected one of {', '.join(HASHED)}, got " \
+                       f"{entry['hashed']!r}"
+    return None
 
 
 def compare(old: dict, new: dict) -> tuple[list[str], list[str]]:

@@ -44,7 +44,7 @@ import yaml
 from tapt.encoders.model_paths import resolve_model_path
 from tapt.recipe import DaptRecipe, Recipe, RecipeError, recipe_record
 from tapt.training.distributed import is_main_process
-from tapt.training.fingerprint import compare, input_fingerprint
+from tapt.training.fingerprint import compare, input_fingerprint, recorded_problem
 from tapt.training.run_dir import FINGERPRINT_KEY, RunDir, set_aside_incomplete, write_recipe
 from tapt.training.run_lock import LOCK_NAME, RunLock, run_lock
 from tapt.util.outputs import OutputOnInputError, check_apart, resolved
@@ -217,6 +217,12 @@ def run_changes(previous: dict, recipe: Recipe | DaptRecipe, fingerprint: dict,
                        "it resumes without a check that its data and model are unchanged",
                        where)
         return changed, []
+    problem = recorded_problem(recorded)
+    if problem is not None:
+        raise RecipeError(f"{where}: field '{FINGERPRINT_KEY}.{problem}': the record of the "
+                          "run's inputs is damaged, so a resume cannot tell whether its data "
+                          "changed; restore the file, or move the run folder aside and start "
+                          "again")
     inputs, hints = compare(recorded, fingerprint)
     for hint in hints:
         logger.warning("%s: %s", where, hint)

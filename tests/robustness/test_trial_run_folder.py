@@ -115,6 +115,37 @@ def test_resume_refuses_model_weights_changed_behind_the_same_path(model_copy, m
         prepare_run_dir(recipe, fingerprint.input_fingerprint(recipe))
 
 
+@pytest.mark.reliability(
+    area=AREA, reader="resume (input fingerprint)",
+    fault="recipe.yaml's fingerprint block edited: a file's sha256 removed, its hashed set "
+          "to 'partly', its size a string, a group a list, the Hub commit a number",
+    behaviour="refused before resuming, naming recipe.yaml and the field "
+              "(fingerprint.GROUP.FILE.KEY); no KeyError, no change passed as unchanged")
+@pytest.mark.parametrize(("edit", "field"), [
+    (lambda fp: fp["data"]["corpus.jsonl"].pop("sha256"), "fingerprint.data.corpus.jsonl.sha256"),
+    (lambda fp: fp["data"]["corpus.jsonl"].update(hashed="partly"),
+     "fingerprint.data.corpus.jsonl.hashed"),
+    (lambda fp: fp["data"]["corpus.jsonl"].update(size="812"),
+     "fingerprint.data.corpus.jsonl.size"),
+    (lambda fp: fp.update(model=[1]), "fingerprint.model"),
+    (lambda fp: fp.update(extra={"(hub)": {"id": "a/b", "commit": 7}}),
+     "fingerprint.extra.(hub).commit"),
+])
+def test_resume_refuses_a_damaged_fingerprint_record(make_recipe, edit, field):
+    import yaml
+
+    recipe = load_recipe(make_recipe("damaged")[0])
+    run = RunDir(Path(recipe.output_dir))
+    write_recipe(run, recipe, fingerprint.input_fingerprint(recipe))
+    complete_checkpoint(run, 2)
+    saved = yaml.safe_load(run.recipe_file.read_text(encoding="utf-8"))
+    edit(saved["fingerprint"])
+    run.recipe_file.write_text(yaml.safe_dump(saved), encoding="utf-8")
+    with pytest.raises(RecipeError) as caught:
+        prepare_run_dir(recipe, fingerprint.input_fingerprint(recipe))
+    assert f"{run.recipe_file}: field '{field}" in str(caught.value)
+
+
 def complete_checkpoint(run: RunDir, step: int) -> Path:
     folder = run.checkpoints / f"checkpoint-{step}"
     folder.mkdir(parents=True)
