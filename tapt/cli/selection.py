@@ -294,7 +294,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def expand_runs(paths: list[Path]) -> list[Path]:
-    """Run folders: a sweep folder (``sweep.json``) becomes its finished trials' folders."""
+    """Run folders: a sweep folder (``sweep.json``) becomes its finished trials' folders,
+    ``SWEEP/NAME`` by each trial's recorded name (a trial always lives there, so a moved
+    sweep still works and a recorded path can never point outside the sweep)."""
     from tapt.training.weights import MergeError
 
     runs: list[Path] = []
@@ -305,10 +307,19 @@ def expand_runs(paths: list[Path]) -> list[Path]:
             continue
         try:
             trials = json.loads(state.read_text(encoding="utf-8"))["trials"]
-            found = [Path(t["folder"]) for t in trials if t.get("status") == "finished"]
-        except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as err:
+        except (OSError, UnicodeDecodeError, ValueError, RecursionError, KeyError,
+                TypeError) as err:
             raise MergeError(f"{state}: not a readable tapt sweep ({err})") from None
-        runs += [folder if folder.is_absolute() else path / folder.name for folder in found]
+        if not isinstance(trials, list):
+            raise MergeError(f"{state}: field 'trials': expected a list")
+        for number, trial in enumerate(trials, 1):
+            name = trial.get("name") if isinstance(trial, dict) else None
+            if not (isinstance(name, str) and name not in ("", ".", "..")
+                    and Path(name).name == name and "\\" not in name):
+                raise MergeError(f"{state}: trial {number}: field 'name': expected a folder "
+                                 f"name inside the sweep, got {name!r}")
+            if trial.get("status") == "finished":
+                runs.append(path / name)
     return runs
 
 

@@ -125,3 +125,30 @@ def test_sweep_soup_cooks_the_best_trials_and_compares_on_test(make_recipe, tiny
     assert {t["folder"] for t in best_two} >= set(record["ingredients"])
     assert (folder / "soup-test.json").is_file()
     assert "Δ" in shown and "best trial" in shown  # the paired test against the best trial
+
+
+def test_a_sweep_given_to_soup_yields_only_its_own_finished_trials(tmp_path):
+    """``tapt soup SWEEP`` takes ``SWEEP/NAME`` of each finished trial, whatever path
+    ``sweep.json`` records (a moved sweep, or an edited path outside it), and refuses a
+    trial record that names no folder inside the sweep."""
+    import json
+
+    from tapt.cli.selection import expand_runs
+
+    sweep = tmp_path / "moved-sweep"
+    sweep.mkdir()
+    outside = tmp_path / "someone-elses-run"
+    trials = [{"name": "lr=1e-4", "status": "finished", "folder": str(outside)},
+              {"name": "lr=1e-3", "status": "failed", "folder": "old/lr=1e-3"},
+              {"name": "lr=3e-3", "status": "finished", "folder": "old/place/lr=3e-3"}]
+    state = sweep / "sweep.json"
+    state.write_text(json.dumps({"trials": trials}), encoding="utf-8")
+    assert expand_runs([sweep, tmp_path / "plain-run"]) == [
+        sweep / "lr=1e-4", sweep / "lr=3e-3", tmp_path / "plain-run"]
+    for bad, says in (([*trials, {"name": "../escape", "status": "finished"}], "trial 4"),
+                      ([*trials, "lr=5e-3"], "trial 4: field 'name'"),
+                      ({"lr": trials}, "field 'trials'")):
+        state.write_text(json.dumps({"trials": bad}), encoding="utf-8")
+        with pytest.raises(MergeError, match="sweep.json") as caught:
+            expand_runs([sweep])
+        assert says in str(caught.value)
