@@ -181,9 +181,13 @@ def read_holder(path: Path) -> dict:
 
 
 def pid_alive(pid) -> bool:
+    """Whether process ``pid`` (as a lock records it) runs on this host; a value that is
+    no process id (a string, a bool, 0, a number too large for ``kill``) is not alive."""
+    if isinstance(pid, bool) or not isinstance(pid, int) or not 0 < pid < 2**31:
+        return False
     try:
-        os.kill(int(pid), 0)
-    except (ProcessLookupError, ValueError, TypeError):
+        os.kill(pid, 0)
+    except (ProcessLookupError, OverflowError):
         return False
     except PermissionError:
         return True

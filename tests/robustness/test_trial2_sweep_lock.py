@@ -126,3 +126,18 @@ def test_a_lock_a_killed_sweep_left_is_taken_over(make_recipe, monkeypatch, quie
     assert not (folder / "tapt.lock").exists()
     state = json.loads((folder / "sweep.json").read_text(encoding="utf-8"))
     assert state["winner"] == "training.learning_rate=1e-4"
+
+
+@pytest.mark.parametrize("pid", [10**30, "123", True, 0, -5, None, 2.5])
+def test_a_lock_holder_pid_that_is_no_process_id_is_not_alive(pid):
+    """A lock's recorded ``pid`` feeds only the "is in use" message; one that is no process
+    id (hand-edited, or another tool's file) reads as gone, never as an OverflowError."""
+    import os
+    import socket
+
+    from tapt.training.run_lock import locked_message, pid_alive
+
+    assert pid_alive(os.getpid())
+    assert not pid_alive(pid)
+    holder = {"pid": pid, "host": socket.gethostname(), "started": "then"}
+    assert "is gone" in locked_message(Path("/runs/x"), holder)

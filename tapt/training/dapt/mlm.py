@@ -66,8 +66,23 @@ def transformer_folder(path: str) -> str:
     modules = Path(path) / "modules.json"
     if not modules.is_file():
         return path
-    first = json.loads(modules.read_text(encoding="utf-8"))[0]
-    return str(Path(path) / first.get("path", ""))
+    try:
+        entries = json.loads(modules.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, RecursionError, ValueError) as err:
+        raise ValueError(f"{modules}: not readable JSON ({type(err).__name__}); a "
+                         "SentenceTransformer folder lists its modules there") from None
+    if not isinstance(entries, list) or not entries or not all(
+            isinstance(entry, dict) and isinstance(entry.get("path", ""), str)
+            and isinstance(entry.get("idx", 0), int) for entry in entries):
+        raise ValueError(f"{modules}: expected a non-empty list of modules, each with a "
+                         "text 'path' and a whole-number 'idx'")
+    first = min(entries, key=lambda entry: entry.get("idx", 0))
+    folder = Path(path).resolve()
+    inner = (folder / first.get("path", "")).resolve()
+    if inner != folder and folder not in inner.parents:
+        raise ValueError(f"{modules}: field 'path': the first module's folder "
+                         f"{first.get('path')!r} lies outside the model folder")
+    return str(inner)
 
 
 def copy_encoder(source, target) -> None:
