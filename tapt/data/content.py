@@ -134,7 +134,12 @@ def check_made_from(path: str | Path, dataset: BeirDataset, split: str, *,
         raise DataError(path, f"made from the {record.get('split')!r} split, used for the "
                               f"{split!r} split; make it again with {made_by} --split {split}")
     recorded = record.get("data")
-    if isinstance(recorded, Mapping):
+    if not isinstance(recorded, Mapping) or not isinstance(record.get("split"), str):
+        logger.warning("%s: its digest record %s does not say which data and split it was "
+                       "made from (an older tapt, or an edit): the file is checked for "
+                       "changes only, not against this data; make it again with %s to "
+                       "check both", path, sidecar.name, made_by)
+    else:
         current = dataset_digests(dataset, split)
         differ = [name for name in current if recorded.get(name) != current[name]]
         if differ:

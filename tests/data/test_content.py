@@ -66,6 +66,25 @@ def test_check_made_from(tiny_beir_path, tmp_path, caplog):
         check_made_from(path, dataset, "train", made_by="tapt mine")
 
 
+@pytest.mark.parametrize("provenance", [{"data": None}, {"data": "digests"},
+                                        {"split": None}])
+def test_a_record_without_its_provenance_warns_that_the_data_is_not_checked(
+        tiny_beir_path, tmp_path, caplog, provenance):
+    """A digest record whose ``data`` or ``split`` is missing or of the wrong type still
+    checks the file's own digest, and says that the data it was made from is not checked
+    (it used to skip that check in silence)."""
+    dataset = load_beir_folder(tiny_beir_path)
+    path = tmp_path / "made.jsonl"
+    path.write_text("{}\n")
+    write_sidecar(path, **{**made_from(dataset, "train"), **provenance})
+    with caplog.at_level(logging.WARNING, logger="tapt"):
+        assert check_made_from(path, dataset, "train", made_by="tapt mine") is not None
+    assert "does not say which data and split" in caplog.text and "made.jsonl" in caplog.text
+    path.write_text("{} \n")
+    with pytest.raises(DataError, match="since tapt mine wrote it"):
+        check_made_from(path, dataset, "train", made_by="tapt mine")
+
+
 def test_a_dataset_is_digested_once_per_split(tiny_beir_path, monkeypatch):
     from tapt.data import content
 
