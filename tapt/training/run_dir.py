@@ -89,10 +89,12 @@ CHECKPOINT_MARKER = "tapt-complete.json"
 
 
 def mark_complete(folder: Path, step: int) -> None:
-    """Record that ``folder`` holds a whole checkpoint: each file's size and content digest
+    """Record that ``folder`` holds a whole checkpoint: each file's (subfolders' included,
+    by relative path) size and content digest
     (:func:`tapt.util.digests.file_record`, one pass over each), checked before it is resumed."""
-    files = {path.name: file_record(path) for path in sorted(folder.iterdir())
-             if path.is_file() and path.name != CHECKPOINT_MARKER}
+    files = {path.relative_to(folder).as_posix(): file_record(path)
+             for path in sorted(folder.rglob("*"))  # 1_Pooling/, 2_Dense/: modules too
+             if path.is_file() and path.relative_to(folder).as_posix() != CHECKPOINT_MARKER}
     atomic_write_json(folder / CHECKPOINT_MARKER, {"step": step, "files": files}, indent=None)
 
 
@@ -108,6 +110,8 @@ def _complete(folder: Path, legacy: bool) -> bool:
     if not isinstance(files, dict):
         return False
     for name, record in files.items():
+        if not isinstance(name, str) or Path(name).is_absolute() or ".." in Path(name).parts:
+            return False  # no file of this checkpoint
         if isinstance(record, int):  # a marker from before content digests: sizes only
             path = folder / name
             if not path.is_file() or path.stat().st_size != record:

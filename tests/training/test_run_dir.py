@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+
 from tapt.training.run_dir import RunDir
 
 
@@ -40,6 +42,22 @@ def test_a_checkpoint_marker_records_content_digests_and_old_markers_check_sizes
     assert run.last_checkpoint() == str(folder)
     (folder / "optimizer.pt").write_bytes(b"\x01" * 100)  # same size, other content
     assert run.incomplete_checkpoints() == [folder] and run.last_checkpoint() is None
+    # A module's subfolder (2_Dense/, 1_Pooling/) is recorded and checked too.
+    (folder / "2_Dense").mkdir()
+    (folder / "2_Dense" / "model.safetensors").write_bytes(b"\x02" * 64)
+    mark_complete(folder, 2)
+    assert "2_Dense/model.safetensors" in json.loads((folder / CHECKPOINT_MARKER).read_text())[
+        "files"]
+    assert run.last_checkpoint() == str(folder)
+    (folder / "2_Dense" / "model.safetensors").write_bytes(b"\x03" * 64)
+    assert run.last_checkpoint() is None
+    (folder / "2_Dense" / "model.safetensors").write_bytes(b"\x02" * 64)
+    marker = json.loads((folder / CHECKPOINT_MARKER).read_text())
+    marker["files"]["../elsewhere.pt"] = marker["files"]["optimizer.pt"]  # not this folder's
+    (folder / CHECKPOINT_MARKER).write_text(json.dumps(marker))
+    assert run.last_checkpoint() is None
+    shutil.rmtree(folder / "2_Dense")
+    mark_complete(folder, 2)
     # A marker an older tapt wrote (sizes only) is checked by its sizes.
     (folder / CHECKPOINT_MARKER).write_text(json.dumps(
         {"step": 2, "files": {"optimizer.pt": 100, "trainer_state.json": 2}}))
