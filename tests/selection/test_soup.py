@@ -152,3 +152,25 @@ def test_a_sweep_given_to_soup_yields_only_its_own_finished_trials(tmp_path):
         with pytest.raises(MergeError, match="sweep.json") as caught:
             expand_runs([sweep])
         assert says in str(caught.value)
+
+
+@pytest.mark.parametrize(("summary", "says"), [
+    ({"best dev": {"binary_ndcg@10": float("nan")}}, "field 'summary.best dev.binary_ndcg@10'"),
+    ({"best dev": {"binary_ndcg@10": True}}, "field 'summary.best dev.binary_ndcg@10'"),
+    ({"best dev": {"binary_ndcg@10": 3.0}}, "field 'summary.best dev.binary_ndcg@10'"),
+    ({"best dev": {"mrr@10": 0.5}}, "no 'best dev' binary_ndcg@10"),
+    ([], "no 'best dev' binary_ndcg@10"),
+])
+def test_an_ingredient_with_an_edited_dev_record_is_refused(runs, tmp_path, summary, says):
+    """The recorded dev metric ranks ingredients (``--top``) and orders a greedy soup, so a
+    NaN, a bool or a value outside [0, 1] is refused naming the field."""
+    import json
+    import shutil
+
+    run = shutil.copytree(runs[0], tmp_path / "run")
+    results = run / "results.json"
+    record = json.loads(results.read_text(encoding="utf-8"))
+    results.write_text(json.dumps(record | {"summary": summary}), encoding="utf-8")
+    with pytest.raises(MergeError, match="results.json") as caught:
+        read_ingredient(run)
+    assert says in str(caught.value)
