@@ -430,3 +430,28 @@ def test_tiktoken_counts_exactly_when_it_loads(monkeypatch):
 
     module.get_encoding = offline
     assert isinstance(openai_counter("text-embedding-3-large"), ByteBound)
+
+
+@pytest.mark.parametrize(("column", "value"), [
+    ("vector", np.array([np.nan, 1, 2, 3], dtype="<f4").tobytes()),
+    ("vector", b"\x00" * 10), ("vector", "text"), ("tokens", "seven"), ("tokens", -2)])
+def test_a_damaged_cached_row_is_a_miss_and_is_removed(tmp_path, caplog, column, value):
+    """A row of the API cache that is not ``dimensions`` finite floats with a token count
+    (a NaN written by a crash, a cut blob, a hand edit) is no hit: it was one on every run,
+    blaming the API for a non-finite embedding it never sent. It is removed, with a
+    warning, so that the next run encodes the text again."""
+    import logging
+    import sqlite3
+
+    cache = EmbeddingCache(tmp_path / "cache")
+    keys = [bytes([n]) * 32 for n in range(3)]
+    cache.put_many([(key, np.arange(4, dtype=np.float32) + n, 5)
+                    for n, key in enumerate(keys)],
+                   provider="openai", model="m", input_type="query", dimensions=4)
+    with sqlite3.connect(cache.path) as raw:
+        raw.execute(f"UPDATE embeddings SET {column} = ? WHERE key = ?", (value, keys[1]))
+    with caplog.at_level(logging.WARNING, logger="tapt"):
+        found = cache.get_many(keys, 4)
+    assert sorted(found) == [keys[0], keys[2]]
+    np.testing.assert_array_equal(found[keys[2]][0], np.arange(4, dtype=np.float32) + 2)
+    assert "damaged" in caplog.text and cache.count() == 2

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import sqlite3
 import threading
@@ -32,6 +33,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import numpy as np
+
+logger = logging.getLogger(__name__)
 
 FILENAME = "embeddings.sqlite3"
 LOOKUP_CHUNK = 500
@@ -64,6 +67,19 @@ def cache_key(provider: str, model: str, input_type: str, dimensions: int, text:
     return hashlib.sha256(fields.encode("utf-8")).digest()
 
 
+def stored_vector(blob, tokens, dimensions: int) -> np.ndarray | None:
+    """A stored row's vector if the row is whole (``dimensions`` finite little-endian
+    floats, ``tokens`` a count >= 0 or NULL), else None (the key holds the width, so a
+    row of another width is damage too)."""
+    if not isinstance(blob, bytes) or len(blob) != 4 * dimensions:
+        return None
+    if tokens is not None and (isinstance(tokens, bool) or not isinstance(tokens, int)
+                               or tokens < 0):
+        return None
+    vector = np.frombuffer(blob, dtype="<f4").astype(np.float32)
+    return vector if np.isfinite(vector).all() else None
+
+
 class EmbeddingCache:
     """Read and write cached embeddings (one connection, serialised by a lock)."""
 
@@ -89,10 +105,21 @@ class EmbeddingCache:
                 rows = self.connection.execute(
                     f"SELECT key, tokens, vector FROM embeddings WHERE key IN ({marks})",
                     chunk).fetchall()
+            damaged = []
             for key, tokens, blob in rows:
-                vector = np.frombuffer(blob, dtype="<f4")
-                if vector.shape == (dimensions,):
-                    found[bytes(key)] = (vector.astype(np.float32), tokens)
+                vector = stored_vector(blob, tokens, dimensions)
+                if vector is None:
+                    damaged.append(key)
+                else:
+                    found[bytes(key)] = (vector, tokens)
+            if damaged:  # a miss: encoded again and stored over it
+                logger.warning("%s: %d cached embedding(s) damaged (not %d finite floats, or "
+                               "a token count that is no count): removed, to be encoded "
+                               "again", self.path, len(damaged), dimensions)
+                with self.lock:
+                    self.connection.executemany("DELETE FROM embeddings WHERE key = ?",
+                                                [(key,) for key in damaged])
+                    self.connection.commit()
         return found
 
     def put_many(self, rows: Iterable[tuple[bytes, np.ndarray, int | None]], *, provider: str,
