@@ -38,9 +38,10 @@ from tapt.retrieval.bm25 import BM25Retriever
 from tapt.retrieval.evaluate import evaluate
 from tapt.retrieval.metrics import METRIC_KEYS
 from tapt.training.dev_history import dev_curve, dev_table, guard_key, metrics_table
-from tapt.training.run import read_history
+from tapt.training.run import history_problem, read_history
 from tapt.training.run_dir import RunDir
 from tapt.util.figures import save
+from tapt.util.finite import finite_number
 
 # rich is imported by the table printer only (importing tapt.analysis stays light).
 
@@ -95,17 +96,27 @@ def load_run(run_dir: str | os.PathLike) -> RunReport:
     recipe = _read_run_file(run.recipe_file, yaml.safe_load) or {}
     results = _read_run_file(run.results_file, json.loads) if run.results_file.is_file() else {}
     try:
-        history = [entry for entry in read_history(run) if not entry.get("error")]
+        history = [entry for entry in read_history(run, require_metrics=True)
+                   if not entry.get("error")]
     except (ValueError, KeyError, TypeError, AttributeError) as err:
         raise ValueError(f"{run.metrics_file}: not a tapt metrics file ({type(err).__name__}: "
                          f"{err})") from None
     if not history:
-        history = [e for e in results.get("history", []) if not e.get("error")]
+        history = recorded_history(run.results_file, results.get("history", []))
     metric = (recipe.get("eval") or {}).get("metric", "binary_ndcg@10")
+    if metric not in METRIC_KEYS:
+        raise ValueError(f"{run.recipe_file}: field 'eval.metric': expected one of "
+                         f"{', '.join(METRIC_KEYS)}, got {metric!r}")
+    best_step = results.get("best_step")
+    if best_step is not None and (isinstance(best_step, bool) or not isinstance(best_step, int)
+                                  or best_step < 0):
+        raise ValueError(f"{run.results_file}: field 'best_step': expected a whole number "
+                         f">= 0 or null, got {best_step!r}")
     report = RunReport(run_dir=run.root, recipe=recipe,
-                       status=results.get("status", "unfinished (no results.json)"),
-                       history=history, best_step=results.get("best_step"),
-                       summary=results.get("summary", {}), metric=metric,
+                       status=str(results.get("status", "unfinished (no results.json)")),
+                       history=history, best_step=best_step,
+                       summary=recorded_summary(run.results_file, results.get("summary", {})),
+                       metric=metric,
                        relevance=results.get("relevance")
                        if isinstance(results.get("relevance"), dict) else None)
     zero = next((entry for entry in history if entry["step"] == 0), None)
@@ -116,6 +127,37 @@ def load_run(run_dir: str | os.PathLike) -> RunReport:
                             "in metrics.jsonl is shown instead")
         report.best_step = max(history, key=lambda e: e[metric])["step"]
     return report
+
+
+def recorded_history(path: Path, history) -> list[dict]:
+    """``results.json``'s copy of the dev history (a run stopped before metrics.jsonl was
+    kept), each entry checked as :func:`~tapt.training.run.read_history` checks a line;
+    refused evaluations dropped."""
+    if not isinstance(history, list):
+        raise ValueError(f"{path}: field 'history': expected a list of evaluations")  # noqa: TRY004
+    for number, entry in enumerate(history):
+        problem = history_problem(entry, require_metrics=True)
+        if problem is not None:
+            raise ValueError(f"{path}: field 'history[{number}].{problem[0]}': {problem[1]}")
+    return [entry for entry in history if not entry.get("error")]
+
+
+def recorded_summary(path: Path, summary) -> dict[str, dict[str, float]]:
+    """``results.json``'s summary rows, each the four metrics as finite numbers in [0, 1]
+    (what the report prints as the run's result), or an error naming the field."""
+    if not isinstance(summary, dict):
+        raise ValueError(  # noqa: TRY004 (a malformed file, not a wrong argument)
+            f"{path}: field 'summary': expected an object of metric rows")
+    for row, metrics in summary.items():
+        if not isinstance(metrics, dict):
+            raise ValueError(  # noqa: TRY004
+                f"{path}: field 'summary.{row}': expected an object of metrics")
+        for key in METRIC_KEYS:
+            value = metrics.get(key)
+            if not (finite_number(value) and 0 <= value <= 1):
+                raise ValueError(f"{path}: field 'summary.{row}.{key}': expected a finite "
+                                 f"number in [0, 1], got {value!r}")
+    return summary
 
 
 def _read_run_file(path: Path, parse) -> dict:

@@ -173,8 +173,41 @@ def _recipe_utf16(run):
     return path, None
 
 
+def _metric_nan(run):
+    path = run / "metrics.jsonl"
+    lines = path.read_text().splitlines()
+    lines[1] = json.dumps({**json.loads(lines[1]), "mrr@10": float("nan")})
+    path.write_text("\n".join(lines) + "\n")
+    return path, 2
+
+
+def _results_edited(change):
+    def damage(run):
+        path = run / "results.json"
+        record = json.loads(path.read_text())
+        path.write_text(json.dumps(record | change))
+        return path, None
+    return damage
+
+
+def _unknown_metric(run):
+    path = run / "recipe.yaml"
+    recipe = yaml.safe_load(path.read_text())
+    recipe["eval"]["metric"] = "ndcg@1000"
+    path.write_text(yaml.safe_dump(recipe))
+    return path, None
+
+
+SUMMARY = {"best dev": {"binary_ndcg@10": 0.6, "graded_ndcg@10": 0.6, "mrr@10": 0.6,
+                        "recall@100": 7.0}}
+
 RUN_FOLDER = [
     ("metrics.jsonl: a line cut in the middle of the file", _cut_middle_line),
+    ("metrics.jsonl: a NaN metric", _metric_nan),
+    ("results.json: a summary metric of 7.0", _results_edited({"summary": SUMMARY})),
+    ("results.json: a summary that is a list", _results_edited({"summary": []})),
+    ("results.json: best_step -1", _results_edited({"best_step": -1})),
+    ("recipe.yaml: eval.metric no metric of tapt's", _unknown_metric),
     ("metrics.jsonl: an entry without a step", _metrics_no_step),
     ("results.json: truncated", _results_truncated),
     ("results.json: a list instead of an object", _results_list),
