@@ -387,7 +387,7 @@ def list_corpus_files(folder: str | os.PathLike | None = None) -> list[CacheEntr
                 metadata = reader.schema.metadata or {}
         except (OSError, pa.ArrowInvalid):
             rows, metadata = 0, {}  # a damaged file: listed, and pruned like any other
-        corpus = metadata.get(SOURCE_KEY.encode(), b"?").decode()
+        corpus = metadata.get(SOURCE_KEY.encode(), b"?").decode("utf-8", errors="replace")
         record = sidecar_path(path)
         entries.append(CacheEntry(path, {"kind": "corpus", "source": corpus}, rows,
                                   stat.st_size, stat.st_mtime, also=(record,)))

@@ -126,7 +126,11 @@ def read_card(folder: Path, license: str) -> tuple[str, dict]:
     path = folder / CARD
     if not path.is_file():
         raise PushRefused(f"{path}: missing model card")
-    text = path.read_text(encoding="utf-8")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise PushRefused(f"{path}: not valid UTF-8 (byte {err.start + 1}); the Hub shows the "
+                          "card as UTF-8 Markdown") from None
     if not text.lstrip().startswith("---"):
         raise PushRefused(f"{path}: no YAML front matter (--- ... ---) declaring the license")
     try:
@@ -185,8 +189,10 @@ def read_modules(folder: Path) -> list[dict]:
         raise PushRefused(f"{path}: not valid JSON, so SentenceTransformer cannot load the "
                           f"export: {err}") from err
     if not isinstance(modules, list) or not modules or not all(
-            isinstance(entry, dict) and isinstance(entry.get("path"), str) for entry in modules):
-        raise PushRefused(f"{path}: expected a non-empty list of modules, each with a 'path'")
+            isinstance(entry, dict) and isinstance(entry.get("path"), str)
+            and isinstance(entry.get("idx", 0), int) for entry in modules):
+        raise PushRefused(f"{path}: expected a non-empty list of modules, each with a 'path' "
+                          "(and a whole-number 'idx')")
     return modules
 
 

@@ -180,7 +180,7 @@ def saved_recipe(run: RunDir) -> dict:
     """The run's ``recipe.yaml`` as data; a file that is no tapt record is refused."""
     try:
         saved = yaml.safe_load(run.recipe_file.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
+    except (OSError, UnicodeDecodeError, RecursionError, yaml.YAMLError) as err:
         raise RecipeError(f"output_dir {run.root}: cannot read {run.recipe_file} "
                           f"({type(err).__name__}); it holds no tapt run tapt can check: "
                           "choose an empty or new folder") from None

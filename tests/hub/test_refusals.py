@@ -51,6 +51,8 @@ CASES = [
     ("card-bad-yaml", write("README.md", "---\nlicense: [apache-2.0\n---\n# x\n"), [],
      "README.md", "does not parse"),
     ("card-license-mit", card_license("mit"), [], "README.md", "front matter license is 'mit'"),
+    ("card-not-utf8", lambda folder, token: (folder / "README.md").write_bytes(
+        b"---\nlicense: apache-2.0\n---\n\xff\xfe"), [], "README.md", "not valid UTF-8"),
     ("license-option-mismatch", None, ["--license", "mit"], "README.md",
      "expected 'mit'"),
     ("token-in-results", write("tapt_results.json", '{"note": "TOKEN"}'), [],
