@@ -134,11 +134,15 @@ def check_made_from(path: str | Path, dataset: BeirDataset, split: str, *,
         raise DataError(path, f"made from the {record.get('split')!r} split, used for the "
                               f"{split!r} split; make it again with {made_by} --split {split}")
     recorded = record.get("data")
-    if not isinstance(recorded, Mapping) or not isinstance(record.get("split"), str):
-        logger.warning("%s: its digest record %s does not say which data and split it was "
-                       "made from (an older tapt, or an edit): the file is checked for "
-                       "changes only, not against this data; make it again with %s to "
-                       "check both", path, sidecar.name, made_by)
+    if not isinstance(record.get("split"), str):
+        logger.warning("%s: its digest record %s does not say which split it was made from "
+                       "(an older tapt, or an edit): not checked against the %r split; make "
+                       "it again with %s to check it", path, sidecar.name, split, made_by)
+    if not isinstance(recorded, Mapping):
+        logger.warning("%s: its digest record %s does not say which data it was made from "
+                       "(an older tapt, or an edit): the file is checked for changes only, "
+                       "not against this data; make it again with %s to check both", path,
+                       sidecar.name, made_by)
     else:
         current = dataset_digests(dataset, split)
         differ = [name for name in current if recorded.get(name) != current[name]]

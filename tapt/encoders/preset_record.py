@@ -15,6 +15,7 @@ Hub id and commit, any other local folder by its name only.
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,8 @@ from tapt.util.ids import is_hub_id
 
 # sentence-transformers (for its Pooling class) is imported in write_preset_record only:
 # reading a record must not import torch.
+
+logger = logging.getLogger(__name__)
 
 RECORD_FILE = "tapt_preset.json"
 MAX_RECORD_BYTES = 1 << 20
@@ -87,8 +90,11 @@ def check_preset_record(path: Path, record: Any) -> dict[str, Any]:
     family = record.get("family")
     if family is not None and not (isinstance(family, str) and FAMILY_NAME.fullmatch(family)):
         raise bad("family", "a family name")
-    if record.get("pooling") is not None and record["pooling"] not in POOLING_MODES:
-        raise bad("pooling", f"null or one of {', '.join(POOLING_MODES)}")
+    pooling = record.get("pooling")
+    modes = pooling if isinstance(pooling, list) else [pooling]  # several modes: a list
+    if pooling is not None and not (modes and all(isinstance(mode, str) and mode in
+                                                  POOLING_MODES for mode in modes)):
+        raise bad("pooling", f"null, or one or a list of {', '.join(POOLING_MODES)}")
     length = record.get("max_seq_length")
     if length is not None and (isinstance(length, bool) or not isinstance(length, int)
                                or length < 1):
@@ -126,7 +132,11 @@ def base_model_of(name_or_path: str) -> str:
 def base_of(name_or_path: str, revision: str | None = None) -> tuple[str, str | None]:
     """``(base model, its revision)`` of a chain of tapt runs starting at ``name_or_path``
     (loaded at ``revision``), as :func:`portable_model_name` records them."""
-    record = read_preset_record(name_or_path)
+    try:
+        record = read_preset_record(name_or_path)
+    except PresetRecordError as err:  # at the end of a run: the export must not fail on it
+        logger.warning("%s; the base model is recorded as %s itself", err, name_or_path)
+        record = None
     if record and record.get("base_model"):
         return portable_model_name(record["base_model"], record.get("base_revision"))
     return portable_model_name(name_or_path, revision)

@@ -190,7 +190,8 @@ def read_modules(folder: Path) -> list[dict]:
                           f"export: {err}") from err
     if not isinstance(modules, list) or not modules or not all(
             isinstance(entry, dict) and isinstance(entry.get("path"), str)
-            and isinstance(entry.get("idx", 0), int) for entry in modules):
+            and isinstance(entry.get("idx", 0), int)
+            and not isinstance(entry.get("idx", 0), bool) for entry in modules):
         raise PushRefused(f"{path}: expected a non-empty list of modules, each with a 'path' "
                           "(and a whole-number 'idx')")
     return modules

@@ -65,8 +65,9 @@ def append_json_line(path: str | os.PathLike, record: dict) -> None:
 
 
 def cut_torn_tail(path: Path) -> None:
-    """Truncate ``path`` after its last newline when it does not end in one (the half line
-    a crash mid-append leaves), with a warning; a missing or empty file is left alone."""
+    """Make ``path`` end in a newline before an append: a last line that is a whole JSON
+    record but lacks its newline gets one; a torn half line (a crash mid-append) is cut
+    away, with a warning. A missing or empty file is left alone."""
     try:
         size = path.stat().st_size
     except FileNotFoundError:
@@ -78,8 +79,15 @@ def cut_torn_tail(path: Path) -> None:
         if handle.read(1) == b"\n":
             return
         handle.seek(0)
-        keep = handle.read().rfind(b"\n") + 1
-        handle.truncate(keep)
+        data = handle.read()
+        keep = data.rfind(b"\n") + 1
+        try:
+            json.loads(data[keep:])
+        except ValueError:  # JSONDecodeError, or bytes that are not UTF-8
+            handle.truncate(keep)
+        else:
+            handle.write(b"\n")  # whole: only its newline was lost
+            return
     logger.warning("%s: cut %d bytes of an incomplete last line (a crash while appending)",
                    path, size - keep)
 

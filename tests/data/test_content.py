@@ -79,9 +79,19 @@ def test_a_record_without_its_provenance_warns_that_the_data_is_not_checked(
     write_sidecar(path, **{**made_from(dataset, "train"), **provenance})
     with caplog.at_level(logging.WARNING, logger="tapt"):
         assert check_made_from(path, dataset, "train", made_by="tapt mine") is not None
-    assert "does not say which data and split" in caplog.text and "made.jsonl" in caplog.text
+    assert "does not say which" in caplog.text and "made.jsonl" in caplog.text
     path.write_text("{} \n")
     with pytest.raises(DataError, match="since tapt mine wrote it"):
+        check_made_from(path, dataset, "train", made_by="tapt mine")
+
+
+def test_a_record_without_its_split_still_compares_the_data(tiny_beir_path, tmp_path):
+    dataset = load_beir_folder(tiny_beir_path)
+    path = tmp_path / "made.jsonl"
+    path.write_text("{}\n")
+    write_sidecar(path, **{**made_from(dataset, "train"), "split": None,
+                           "data": {**dataset_digests(dataset, "train"), "qrels": "x"}})
+    with pytest.raises(DataError, match="made from other data"):
         check_made_from(path, dataset, "train", made_by="tapt mine")
 
 

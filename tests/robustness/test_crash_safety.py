@@ -107,6 +107,11 @@ def test_an_append_after_a_torn_line_cuts_it_away(tmp_path, caplog):
     assert path.read_text(encoding="utf-8").count("\n") == 2
     history = read_history(RunDir(tmp_path), require_metrics=True)
     assert [entry["step"] for entry in history] == [0, 2]
+    # A last line that is whole but lost only its newline is kept: it gets the newline.
+    path.write_text(path.read_text(encoding="utf-8").rstrip("\n"), encoding="utf-8")
+    append_json_line(path, {"step": 4, **metrics})
+    history = read_history(RunDir(tmp_path), require_metrics=True)
+    assert [entry["step"] for entry in history] == [0, 2, 4]
 
 
 @pytest.mark.reliability(

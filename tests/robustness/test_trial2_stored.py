@@ -688,6 +688,30 @@ def test_a_bad_preset_record_is_refused_before_encoding(text, says, model_copy,
     assert "Traceback" not in message
 
 
+@pytest.mark.parametrize("pooling", ["cls", ("cls", "mean")])
+def test_the_record_write_preset_record_writes_passes_its_check(model_copy, tmp_path,
+                                                                pooling):
+    """Writer and checker agree: the record of a loaded model (one pooling mode, or several,
+    which sentence-transformers keeps as a tuple and JSON as a list) reads back checked."""
+    from sentence_transformers.sentence_transformer.modules import Pooling
+
+    from tapt.encoders.loading import ModelSpec, load_sentence_transformer
+    from tapt.encoders.preset_record import read_preset_record, write_preset_record
+
+    spec = ModelSpec(str(model_copy), family="default")
+    model = load_sentence_transformer(spec)
+    for module in model:
+        if isinstance(module, Pooling):
+            module.pooling_mode = pooling
+    out = tmp_path / "export"
+    out.mkdir()
+    written = write_preset_record(out, model, spec, stage="tapt", loss="mnrl")
+    (out / "modules.json").write_text("[]", encoding="utf-8")
+    record = read_preset_record(str(out))
+    assert record == json.loads(json.dumps(written))
+    assert record["pooling"] == (list(pooling) if isinstance(pooling, tuple) else pooling)
+
+
 def test_a_preset_record_tapt_wrote_is_read_back_unchanged(model_copy):
     from tapt.encoders.presets import get_preset
 

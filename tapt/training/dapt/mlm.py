@@ -73,7 +73,8 @@ def transformer_folder(path: str) -> str:
                          "SentenceTransformer folder lists its modules there") from None
     if not isinstance(entries, list) or not entries or not all(
             isinstance(entry, dict) and isinstance(entry.get("path", ""), str)
-            and isinstance(entry.get("idx", 0), int) for entry in entries):
+            and isinstance(entry.get("idx", 0), int)
+            and not isinstance(entry.get("idx", 0), bool) for entry in entries):
         raise ValueError(f"{modules}: expected a non-empty list of modules, each with a "
                          "text 'path' and a whole-number 'idx'")
     first = min(entries, key=lambda entry: entry.get("idx", 0))
