@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,14 +12,8 @@ GIB = 2**30
 
 
 @pytest.fixture
-def bench_scale(monkeypatch):
-    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))  # its arm_records import
-    spec = importlib.util.spec_from_file_location("bench_scale",
-                                                  REPO / "benchmarks" / "bench_scale.py")
-    module = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, "bench_scale", module)
-    spec.loader.exec_module(module)
-    return module
+def bench_scale(benchmark_module):
+    return benchmark_module("bench_scale")
 
 
 def row(**changes) -> dict:

@@ -90,7 +90,7 @@ def test_one_query_shows_the_stored_top_passages(results, synth_path, tmp_path, 
     shown = capsys.readouterr().out
     assert shown.count("## Query `") == 1 and f"## Query `{query_id}`" in shown
     section = shown.split("### tiny: top 4", 1)[1].split("###", 1)[0]
-    ids = re.findall(r"^\| \d+ \| `([^`]+)`", section, flags=re.M)
+    ids = re.findall(r"^\| \d+ \| `([^`]+)`", section, flags=re.MULTILINE)
     assert ids == [doc for doc, _ in tiny["ranking"]["queries"][query_id][:4]]
     texts = [line.rsplit("|", 2)[1].strip() for line in section.splitlines()
              if line.startswith("| 1 ") or line.startswith("| 2 ")]

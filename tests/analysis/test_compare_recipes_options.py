@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,14 +13,8 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
-def compare_recipes(monkeypatch):
-    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))  # its arm_records import
-    spec = importlib.util.spec_from_file_location("compare_recipes",
-                                                  REPO / "benchmarks" / "compare_recipes.py")
-    module = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, "compare_recipes", module)  # its dataclasses need it
-    spec.loader.exec_module(module)
-    return module
+def compare_recipes(benchmark_module):
+    return benchmark_module("compare_recipes")
 
 
 def _recipe(*overrides: str):
