@@ -32,6 +32,7 @@ from tapt.data.beir import strictness
 from tapt.data.fingerprint import files_digest, ids_digest
 from tapt.data.relevance import choose_rule
 from tapt.data.sources import load_data
+from tapt.data.splits import carve_dev
 from tapt.data.subcorpus import subcorpus_ids
 from tapt.recipe import DataSettings, EvalSettings, TrainingSettings
 from tapt.retrieval.bm25 import BM25Retriever
@@ -173,12 +174,20 @@ def _read_run_file(path: Path, parse) -> dict:
 
 
 def dev_subcorpus(recipe: dict):
-    """The run's dev data and sub-corpus ids, as the in-loop evaluator built them."""
+    """The run's dev data and sub-corpus ids, as the in-loop evaluator built them: under
+    the recipe's relevance rule, and carved from train again when the run carved its dev
+    split (``data.dev_from_train``: same size and seed, so the same queries)."""
     split = _data_setting(recipe, "dev_split")
-    lenient = _data_setting(recipe, "lenient")
+    carve = _data_setting(recipe, "dev_from_train")
+    train = _data_setting(recipe, "train_split")
     dataset = load_data(_data_setting(recipe, "path"), _data_setting(recipe, "config"),
-                        [split], revision=_data_setting(recipe, "revision"),
-                        **strictness(lenient))
+                        [split] if carve is None else [train],
+                        revision=_data_setting(recipe, "revision"),
+                        relevant_from=_data_setting(recipe, "relevant_from"),
+                        **strictness(_data_setting(recipe, "lenient")))
+    if carve is not None:
+        dataset = carve_dev(dataset, size=carve, seed=_data_setting(recipe, "dev_seed"),
+                            source_split=train, split=split)
     ids = subcorpus_ids(dataset, split, distractors=_data_setting(recipe, "dev_distractors"),
                         seed=_data_setting(recipe, "dev_seed"))
     return dataset, split, ids

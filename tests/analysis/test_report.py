@@ -127,3 +127,26 @@ def test_missing_data_leaves_a_note_not_a_crash(run_dir):
 
 def test_a_folder_without_a_run_is_refused(tmp_path):
     assert main(["report", str(tmp_path)]) == 2
+
+
+def test_bm25_on_dev_carves_the_dev_split_as_the_run_did(tiny_beir_path, tmp_path):
+    """A run with ``data.dev_from_train`` has no dev file: ``tapt report`` carves the same
+    dev queries from train again (same size and seed) and scores BM25 on them, under the
+    recipe's relevance rule, where it used to fail to load a dev split."""
+    import shutil
+
+    from tapt.analysis.report import bm25_on_dev, dev_subcorpus
+    from tapt.data.sources import load_data
+    from tapt.data.splits import carve_dev
+
+    data = Path(shutil.copytree(tiny_beir_path, tmp_path / "beir"))
+    (data / "qrels" / "dev.tsv").unlink()
+    recipe = {"model": {"name": "tiny"}, "output_dir": "x",
+              "data": {"path": str(data), "dev_from_train": 2, "dev_seed": 3,
+                       "dev_distractors": 5}}
+    dataset, split, _ = dev_subcorpus(recipe)
+    carved = carve_dev(load_data(data, None, ["train"]), size=2, seed=3)
+    assert split == "dev" and dataset.qrels["dev"] == carved.qrels["dev"]
+    assert len(dataset.qrels["dev"]) == 2
+    metrics, note = bm25_on_dev(recipe)
+    assert 0 <= metrics["binary_ndcg@10"] <= 1 and "2 queries" in note
