@@ -42,7 +42,7 @@ from tapt.training.dev_history import dev_curve, dev_table, guard_key, metrics_t
 from tapt.training.run import history_problem, read_history
 from tapt.training.run_dir import RunDir
 from tapt.util.figures import save
-from tapt.util.finite import finite_number
+from tapt.util.finite import metric_value
 
 # rich is imported by the table printer only (importing tapt.analysis stays light).
 
@@ -155,7 +155,7 @@ def recorded_summary(path: Path, summary) -> dict[str, dict[str, float]]:
                 f"{path}: field 'summary.{row}': expected an object of metrics")
         for key in METRIC_KEYS:
             value = metrics.get(key)
-            if not (finite_number(value) and 0 <= value <= 1):
+            if not metric_value(value):
                 raise ValueError(f"{path}: field 'summary.{row}.{key}': expected a finite "
                                  f"number in [0, 1], got {value!r}")
     return summary

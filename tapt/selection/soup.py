@@ -44,7 +44,7 @@ from tapt.selection.merge import DevSettings, check_same_architecture, dev_metri
 from tapt.selection.merge_export import check_merge_output, export_merge
 from tapt.training.run_start import input_paths
 from tapt.training.weights import MergeError, merge_into
-from tapt.util.finite import finite_number
+from tapt.util.finite import metric_value
 
 SoupMethod = Literal["greedy", "uniform"]
 DEV_KEYS = ("path", "config", "revision", "train_split", "dev_split", "dev_from_train",
@@ -114,7 +114,7 @@ def read_ingredient(run: str | Path, metric: str | None = None) -> Ingredient:
     wanted = metric or recipe.eval.metric
     if not isinstance(dev, dict) or wanted not in dev:
         raise MergeError(f"{results}: no 'best dev' {wanted} recorded")
-    if not (finite_number(dev[wanted]) and 0 <= dev[wanted] <= 1):
+    if not metric_value(dev[wanted]):
         raise MergeError(f"{results}: field 'summary.best dev.{wanted}': expected a finite "
                          f"number in [0, 1], got {dev[wanted]!r}")
     return Ingredient(run=run, recipe=recipe, recorded_dev=dev)

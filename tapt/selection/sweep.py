@@ -92,7 +92,7 @@ from tapt.training.run_start import (
     saved_recipe,
 )
 from tapt.util.files import atomic_write_json, atomic_write_text
-from tapt.util.finite import finite_number
+from tapt.util.finite import metric_value
 
 logger = logging.getLogger(__name__)
 
@@ -313,7 +313,7 @@ def checked_metrics(path: Path, summary: dict, row: str) -> dict[str, float]:
                         field_name=f"summary.{row}")
     for key in METRIC_KEYS:
         value = metrics.get(key)
-        if not (finite_number(value) and 0 <= value <= 1):
+        if not metric_value(value):
             raise DataError(path, f"expected a finite number in [0, 1], got {value!r}",
                             field_name=f"summary.{row}.{key}")
     return metrics

@@ -22,7 +22,7 @@ from tapt.training.distributed import is_main_process
 from tapt.training.errors import TrainingInterrupted
 from tapt.training.run_dir import RunDir
 from tapt.util.files import atomic_write_json, ensure_free_space, parameter_bytes, staging_folder
-from tapt.util.finite import finite_number
+from tapt.util.finite import metric_value
 from tapt.util.provenance import provenance
 
 logger = logging.getLogger(__name__)
@@ -146,7 +146,7 @@ def history_problem(entry, require_metrics: bool = False) -> tuple[str, str] | N
         keys += [f"guard_{key}" for key in METRIC_KEYS if f"guard_{key}" in entry]
     for key in keys:
         value = entry[key]
-        if not (finite_number(value) and 0 <= value <= 1):
+        if not metric_value(value):
             return key, f"expected a finite number in [0, 1], got {value!r}"
     return None
 

@@ -36,6 +36,11 @@ def finite_number(value) -> bool:
         return False
 
 
+def metric_value(value) -> bool:
+    """A retrieval metric as tapt records it: a finite number in [0, 1] (not a bool)."""
+    return finite_number(value) and 0 <= value <= 1
+
+
 def nonfinite_rows(embeddings: np.ndarray) -> np.ndarray:
     """Row indices of ``embeddings`` that hold a NaN or an infinity."""
     return np.flatnonzero(~np.isfinite(embeddings).all(axis=1))
