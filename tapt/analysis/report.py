@@ -39,10 +39,14 @@ from tapt.retrieval.bm25 import BM25Retriever
 from tapt.retrieval.evaluate import evaluate
 from tapt.retrieval.metrics import METRIC_KEYS
 from tapt.training.dev_history import dev_curve, dev_table, guard_key, metrics_table
-from tapt.training.run import history_problem, read_history
+from tapt.training.run import (
+    best_step_problem,
+    history_problem,
+    metrics_row_problem,
+    read_history,
+)
 from tapt.training.run_dir import RunDir
 from tapt.util.figures import save
-from tapt.util.finite import metric_value
 
 # rich is imported by the table printer only (importing tapt.analysis stays light).
 
@@ -109,10 +113,9 @@ def load_run(run_dir: str | os.PathLike) -> RunReport:
         raise ValueError(f"{run.recipe_file}: field 'eval.metric': expected one of "
                          f"{', '.join(METRIC_KEYS)}, got {metric!r}")
     best_step = results.get("best_step")
-    if best_step is not None and (isinstance(best_step, bool) or not isinstance(best_step, int)
-                                  or best_step < 0):
-        raise ValueError(f"{run.results_file}: field 'best_step': expected a whole number "
-                         f">= 0 or null, got {best_step!r}")
+    problem = best_step_problem(best_step)
+    if problem is not None:
+        raise ValueError(f"{run.results_file}: field 'best_step': {problem}")
     report = RunReport(run_dir=run.root, recipe=recipe,
                        status=str(results.get("status", "unfinished (no results.json)")),
                        history=history, best_step=best_step,
@@ -150,14 +153,11 @@ def recorded_summary(path: Path, summary) -> dict[str, dict[str, float]]:
         raise ValueError(  # noqa: TRY004 (a malformed file, not a wrong argument)
             f"{path}: field 'summary': expected an object of metric rows")
     for row, metrics in summary.items():
-        if not isinstance(metrics, dict):
-            raise ValueError(  # noqa: TRY004
-                f"{path}: field 'summary.{row}': expected an object of metrics")
-        for key in METRIC_KEYS:
-            value = metrics.get(key)
-            if not metric_value(value):
-                raise ValueError(f"{path}: field 'summary.{row}.{key}': expected a finite "
-                                 f"number in [0, 1], got {value!r}")
+        problem = metrics_row_problem(metrics)
+        if problem is not None:
+            key, message = problem
+            field = f"summary.{row}" + ("" if key is None else f".{key}")
+            raise ValueError(f"{path}: field '{field}': {message}")
     return summary
 
 

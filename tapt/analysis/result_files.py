@@ -15,6 +15,7 @@ from pathlib import Path
 
 from tapt.encoders.preset_record import read_preset_record
 from tapt.retrieval.metrics import METRIC_KEYS
+from tapt.util.finite import metric_value
 
 KINDS = ("bm25", "base", "dapt", "tapt", "hybrid", "api")
 API_PREFIXES = ("openai:", "voyage:")
@@ -72,8 +73,8 @@ def read_result(path: str | os.PathLike) -> dict:
                or isinstance(data[key], bool)]
     if missing:
         raise ValueError(f"{path}: missing metric(s) {', '.join(missing)}")
-    for key in METRIC_KEYS:  # NaN fails both comparisons
-        if not 0 <= data[key] <= 1:
+    for key in METRIC_KEYS:
+        if not metric_value(data[key]):
             raise ValueError(f"{path}: field '{key}': expected a value in [0, 1], got "
                              f"{data[key]!r}")
     if not isinstance(data.get("timings", {}), dict):

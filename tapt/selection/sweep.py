@@ -60,7 +60,6 @@ from pathlib import Path
 
 from tapt.data.beir import DataError
 from tapt.recipe import Recipe, RecipeError, load_recipe
-from tapt.retrieval.metrics import METRIC_KEYS
 from tapt.selection.sweep_folder import (  # noqa: F401  (MARKER_FILE, ...: public here too)
     LOCK_WORDING,
     MARKER_FILE,
@@ -82,6 +81,7 @@ from tapt.selection.sweep_grid import (  # noqa: F401  (split_values, ...: publi
 from tapt.selection.sweep_report import report_markdown, setting_rows  # noqa: F401
 from tapt.training.distributed import is_main_process
 from tapt.training.fingerprint import input_fingerprint
+from tapt.training.run import best_step_problem, metrics_row_problem
 from tapt.training.run_dir import RunDir
 from tapt.training.run_lock import run_lock
 from tapt.training.run_start import (
@@ -92,7 +92,6 @@ from tapt.training.run_start import (
     saved_recipe,
 )
 from tapt.util.files import atomic_write_json, atomic_write_text
-from tapt.util.finite import metric_value
 
 logger = logging.getLogger(__name__)
 
@@ -292,10 +291,9 @@ def read_trial_results(trial: Trial, run: RunDir) -> None:
         trial.status, trial.error = "failed", "results.json records no finished run"
         return
     best_step = results.get("best_step")
-    if best_step is not None and (isinstance(best_step, bool) or not isinstance(best_step, int)
-                                  or best_step < 0):
-        raise DataError(run.results_file, f"expected a whole number >= 0 or null, got "
-                        f"{best_step!r}", field_name="best_step")
+    problem = best_step_problem(best_step)
+    if problem is not None:
+        raise DataError(run.results_file, problem, field_name="best_step")
     trial.best_step = best_step
     dev_row = next((key for key in summary if key.startswith("best dev")), None)
     trial.dev = None if dev_row is None else checked_metrics(run.results_file, summary, dev_row)
@@ -307,16 +305,12 @@ def read_trial_results(trial: Trial, run: RunDir) -> None:
 def checked_metrics(path: Path, summary: dict, row: str) -> dict[str, float]:
     """``summary[row]`` if it holds each of :data:`METRIC_KEYS` as a finite number in
     [0, 1] (what ranks the trials and picks the winner), else a DataError naming the field."""
-    metrics = summary[row]
-    if not isinstance(metrics, dict):
-        raise DataError(path, f"expected an object of metrics, got {metrics!r}",
-                        field_name=f"summary.{row}")
-    for key in METRIC_KEYS:
-        value = metrics.get(key)
-        if not metric_value(value):
-            raise DataError(path, f"expected a finite number in [0, 1], got {value!r}",
-                            field_name=f"summary.{row}.{key}")
-    return metrics
+    problem = metrics_row_problem(summary[row])
+    if problem is not None:
+        key, message = problem
+        raise DataError(path, message,
+                        field_name=f"summary.{row}" + ("" if key is None else f".{key}"))
+    return summary[row]
 
 
 def run_sweep(sweep: Sweep) -> SweepResult:

@@ -151,6 +151,26 @@ def history_problem(entry, require_metrics: bool = False) -> tuple[str, str] | N
     return None
 
 
+def best_step_problem(value) -> str | None:
+    """What is wrong with ``results.json``'s ``best_step`` (a whole number >= 0, or null
+    when no checkpoint was kept), or None."""
+    if value is None or (isinstance(value, int) and not isinstance(value, bool) and value >= 0):
+        return None
+    return f"expected a whole number >= 0 or null, got {value!r}"
+
+
+def metrics_row_problem(metrics) -> tuple[str | None, str] | None:
+    """``(metric or None, what is wrong)`` with one ``results.json`` summary row (each of
+    :data:`METRIC_KEYS` a finite number in [0, 1]; ``None`` names the row itself), or None."""
+    if not isinstance(metrics, dict):
+        return None, f"expected an object of metrics, got {metrics!r}"
+    for key in METRIC_KEYS:
+        value = metrics.get(key)
+        if not metric_value(value):
+            return key, f"expected a finite number in [0, 1], got {value!r}"
+    return None
+
+
 def finish_wandb(summary: dict[str, dict[str, float]]) -> None:
     """Put the result table in the W&B run summary and close the run (flushes offline runs)."""
     import wandb
