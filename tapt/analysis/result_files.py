@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from tapt.encoders.preset_record import read_preset_record
+from tapt.encoders.preset_record import read_record_hint
 from tapt.retrieval.metrics import METRIC_KEYS
 from tapt.util.finite import metric_value
 
@@ -117,10 +117,7 @@ def infer_kind(result: Mapping) -> str:
     if lowered.startswith("bm25"):
         return "bm25"
 
-    try:
-        record = read_preset_record(model) if model else None
-    except (OSError, ValueError):
-        record = None
+    record = read_record_hint(model, f"{model} is labelled a base model") if model else None
     if record is not None:
         return "dapt" if record.get("stage") == "dapt" else "tapt"
     return "base"

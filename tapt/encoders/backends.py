@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import importlib
 
-from tapt.encoders.preset_record import read_preset_record
+from tapt.encoders.preset_record import read_record_hint
 
 BACKENDS: tuple[str, ...] = ("torch", "onnx", "openvino")
 EXTRAS = {"onnx": "tapt[onnx]", "openvino": "tapt[openvino]"}
@@ -68,10 +68,7 @@ def require_backend(backend: str) -> None:
 def recorded_backend(name_or_path: str) -> str | None:
     """The backend a ``tapt export`` folder records (``tapt_preset.json``), or None (no
     record, or a record of a torch model)."""
-    try:
-        record = read_preset_record(name_or_path)
-    except (OSError, ValueError):  # an unreadable record is the loader's to report
-        return None
+    record = read_record_hint(name_or_path, "no recorded backend is checked")
     backend = (record or {}).get("backend")
     return backend if isinstance(backend, str) and backend != "torch" else None
 

@@ -129,14 +129,23 @@ def base_model_of(name_or_path: str) -> str:
     return base_of(name_or_path)[0]
 
 
+def read_record_hint(name_or_path: str, fallback: str) -> dict[str, Any] | None:
+    """The checked record where it is only a hint (what to label a result, which backend
+    to expect, the base model to name): a bad one is logged as a warning that says what
+    happens instead (``fallback``) and counts as none, so the caller goes on without it."""
+    try:
+        return read_preset_record(name_or_path)
+    except (OSError, ValueError) as err:  # PresetRecordError, or a path that cannot resolve
+        logger.warning("%s; %s", err, fallback)
+        return None
+
+
 def base_of(name_or_path: str, revision: str | None = None) -> tuple[str, str | None]:
     """``(base model, its revision)`` of a chain of tapt runs starting at ``name_or_path``
     (loaded at ``revision``), as :func:`portable_model_name` records them."""
-    try:
-        record = read_preset_record(name_or_path)
-    except PresetRecordError as err:  # at the end of a run: the export must not fail on it
-        logger.warning("%s; the base model is recorded as %s itself", err, name_or_path)
-        record = None
+    # at the end of a run: the export must not fail on a bad record
+    record = read_record_hint(name_or_path, f"the base model is recorded as {name_or_path} "
+                                            "itself")
     if record and record.get("base_model"):
         return portable_model_name(record["base_model"], record.get("base_revision"))
     return portable_model_name(name_or_path, revision)

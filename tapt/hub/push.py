@@ -24,7 +24,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tapt.encoders.preset_record import read_preset_record
+from tapt.encoders.preset_record import read_record_hint
 from tapt.hub.checks import PushPlan, check_export
 from tapt.hub.errors import PushFailed, PushRefused
 from tapt.hub.secrets_scan import known_tokens
@@ -95,10 +95,7 @@ def default_commit_message(folder: Path) -> str:
 
 def recorded_remote_code(folder: Path) -> bool:
     """Whether the export's ``tapt_preset.json`` says its model runs its own code."""
-    try:
-        record = read_preset_record(str(folder))
-    except (OSError, ValueError):
-        return False
+    record = read_record_hint(str(folder), "read as a model that runs no code of its own")
     return bool(record and record.get("needs_remote_code"))
 
 

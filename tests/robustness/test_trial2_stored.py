@@ -723,3 +723,37 @@ def test_a_preset_record_tapt_wrote_is_read_back_unchanged(model_copy):
     preset = get_preset("auto", str(model_copy))
     assert (preset.pooling, preset.query_prompt, preset.max_seq_length) == ("cls", "q: ", 64)
     assert preset.needs_remote_code is False
+
+
+def _hint_readers(folder: Path) -> dict[str, tuple]:
+    """Each reader for which tapt_preset.json is only a hint: (its answer, what it says it
+    does instead)."""
+    from tapt.analysis.result_files import infer_kind
+    from tapt.encoders.backends import recorded_backend
+    from tapt.encoders.preset_record import base_of
+    from tapt.hub.push import recorded_remote_code
+
+    return {"backend": (recorded_backend(str(folder)), "no recorded backend is checked"),
+            "remote code": (recorded_remote_code(folder), "runs no code of its own"),
+            "result label": (infer_kind({"evaluated": {"model": str(folder)}}),
+                             "labelled a base model"),
+            "base model": (base_of(str(folder))[0], "recorded as")}
+
+
+@pytest.mark.reliability(
+    area=AREA, reader="preset record where it is a hint (backend, push remote code, result "
+                      "label, base model)",
+    fault="tapt_preset.json cut short ('{') or needs_remote_code \"yes\"",
+    behaviour="each reader answers as if there were no record (no backend, no remote code, "
+              "a base model, the folder's own name) and warns naming the record, the field "
+              "and what it does instead")
+@pytest.mark.parametrize("text", ["{", '{"family": "default", "needs_remote_code": "yes"}'])
+def test_a_bad_record_read_as_a_hint_is_none_with_a_warning(text, model_copy, caplog):
+    without = _hint_readers(model_copy)
+    (model_copy / "tapt_preset.json").write_text(text, encoding="utf-8")
+    with caplog.at_level(logging.WARNING, logger="tapt"):
+        damaged = _hint_readers(model_copy)
+    warnings = [r.getMessage() for r in caplog.records if "tapt_preset.json" in r.getMessage()]
+    for reader, (answer, fallback) in without.items():
+        assert damaged[reader][0] == answer, reader
+        assert any(fallback in message for message in warnings), (reader, warnings)
