@@ -13,12 +13,12 @@ with :func:`tapt.analysis.result_files.read_result`).
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable
 from pathlib import Path
 
 from tapt.retrieval.metrics import METRIC_KEYS as METRICS
+from tapt.util import json_file
 
 PER_QUERY_FILE = "test-float32.json"
 
@@ -42,16 +42,11 @@ def read_object(path: Path, what: str) -> dict:
 def read_json(path: Path, what: str) -> object:
     """``path`` parsed as JSON, or :class:`StoredFileError` saying it is not ``what``."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        return json_file.read_json(path, error=StoredFileError)
     except FileNotFoundError:
         raise StoredFileError(f"{path}: missing ({what} expected)") from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise StoredFileError(f"{path}: unreadable ({type(err).__name__}); {what} "
-                              "expected") from None
-    except (json.JSONDecodeError, RecursionError, ValueError) as err:
-        where = f" at line {err.lineno}" if isinstance(err, json.JSONDecodeError) else ""
-        raise StoredFileError(f"{path}: not JSON{where}; {what} expected") from None
-    return data
+    except StoredFileError as err:
+        raise StoredFileError(f"{err}; {what} expected") from None
 
 
 def read_number(path: Path, data: dict, field: str, *, low: float = 0.0,

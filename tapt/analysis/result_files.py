@@ -6,7 +6,6 @@ per-query latency. The rules are in :mod:`tapt.analysis.compare`'s docstring.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import re
@@ -16,6 +15,7 @@ from pathlib import Path
 from tapt.encoders.preset_record import read_record_hint
 from tapt.retrieval.metrics import METRIC_KEYS
 from tapt.util.finite import metric_value
+from tapt.util.json_file import read_json
 
 KINDS = ("bm25", "base", "dapt", "tapt", "hybrid", "api")
 API_PREFIXES = ("openai:", "voyage:")
@@ -50,21 +50,10 @@ def split_spec(spec: str) -> tuple[str | None, str]:
 def read_result(path: str | os.PathLike) -> dict:
     """A result file, checked for the metrics and the ``evaluated`` block."""
     path = Path(path)
-    if path.exists() and not path.is_file():  # a folder, or a FIFO that would block
-        raise ValueError(f"{path}: not a regular file")
     try:
-        data = json.loads(path.read_text(encoding="utf-8-sig"))  # a UTF-8 BOM is fine
+        data = read_json(path, encoding="utf-8-sig")  # a UTF-8 BOM is fine
     except FileNotFoundError:
         raise FileNotFoundError(f"{path}: no such result file") from None
-    except OSError as err:  # a symlink loop, no permission
-        raise ValueError(f"{path}: cannot read ({err.strerror or err})") from None
-    except json.JSONDecodeError as err:
-        raise ValueError(f"{path}: not JSON ({err.msg} at line {err.lineno})") from None
-    except UnicodeDecodeError as err:
-        raise ValueError(f"{path}: not valid UTF-8 (byte {err.start + 1})") from None
-    except (RecursionError, ValueError):  # nested too deeply; a 5,000-digit number
-        raise ValueError(f"{path}: not JSON (nested too deeply or a number too long)") \
-            from None
     if not isinstance(data, dict) or not isinstance(data.get("evaluated"), dict):
         problem = (f"{path}: not a tapt result file (no 'evaluated' block; write one with "
                    "tapt eval/bm25 --output)")

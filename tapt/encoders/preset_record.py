@@ -14,7 +14,6 @@ Hub id and commit, any other local folder by its name only.
 
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ from tapt.encoders.model_paths import PACKAGE_SCHEME, resolve_model_path
 from tapt.util.families import FAMILY_NAME, POOLING_MODES
 from tapt.util.files import atomic_write_json
 from tapt.util.ids import is_hub_id
+from tapt.util.json_file import read_json
 
 # sentence-transformers (for its Pooling class) is imported in write_preset_record only:
 # reading a record must not import torch.
@@ -57,23 +57,13 @@ def read_preset_record(name_or_path: str) -> dict[str, Any] | None:
 
 
 def _read_object(path: Path) -> Any:
-    if not path.is_file():
-        raise PresetRecordError(f"{path}: not a regular file")
-    if path.stat().st_size > MAX_RECORD_BYTES:
+    if path.is_file() and path.stat().st_size > MAX_RECORD_BYTES:
         raise PresetRecordError(f"{path}: {path.stat().st_size:,} bytes, larger than any "
                                 "record tapt writes")
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except OSError as err:
-        raise PresetRecordError(f"{path}: cannot read ({err.strerror or err})") from None
-    except UnicodeDecodeError as err:
-        raise PresetRecordError(f"{path}: not valid UTF-8 (byte {err.start + 1})") from None
-    except json.JSONDecodeError as err:
-        raise PresetRecordError(f"{path}: not JSON ({err.msg} at line {err.lineno})") \
-            from None
-    except (RecursionError, ValueError):
-        raise PresetRecordError(f"{path}: not JSON (nested too deeply or a number too "
-                                "long)") from None
+        return read_json(path, error=PresetRecordError)
+    except FileNotFoundError:  # removed since read_preset_record saw it
+        raise PresetRecordError(f"{path}: vanished while being read") from None
 
 
 def check_preset_record(path: Path, record: Any) -> dict[str, Any]:

@@ -68,4 +68,4 @@ def test_a_rows_file_cut_short_is_refused(bench_scale, tmp_path, capsys):
     path = tmp_path / "rows.json"
     path.write_text(json.dumps([row()])[:40], encoding="utf-8")
     assert bench_scale.main(["--show", str(path)]) == 2
-    assert "not JSON at line 1" in capsys.readouterr().err
+    assert "at line 1); bench_scale.py --json rows expected" in capsys.readouterr().err
