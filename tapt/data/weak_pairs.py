@@ -15,6 +15,13 @@ Only passages are read: no query and no qrels line of any split, so a test passa
 as unlabelled here as in GPL's use of the target corpus. That is domain adaptation on the
 evaluation corpus, which docs/training.md states next to every figure that uses it.
 
+At FormBench's size (a million passages of ~5 KB) the pairs are a corpus again: held as
+Python lists and copied into an in-memory Arrow table they would take ~10 GB.
+:func:`weak_pairs_dataset` therefore streams them into Arrow files with datasets' own
+writer (``Dataset.from_generator``, a batch at a time) in a scratch folder that training
+removes at its end, and training reads them memory-mapped; nothing is read back from an
+earlier run (each build gets a fresh fingerprint).
+
 The sentence split is a small rule (a ``.``, ``!`` or ``?`` followed by white space and an
 upper-case letter or a digit), hand-written because the dependencies have no sentence
 splitter (nltk and spaCy are not among them) and the pairs need no linguistic precision.
@@ -24,7 +31,9 @@ from __future__ import annotations
 
 import random
 import re
-from collections.abc import Mapping
+import uuid
+from collections.abc import Iterator, Mapping
+from pathlib import Path
 from typing import Literal
 
 from tapt.data.beir import Passage
@@ -34,6 +43,8 @@ KEEP_SENTENCE = 0.1
 """ICT: the share of pairs whose positive keeps the query sentence (Lee et al., 2019)."""
 MIN_SENTENCES = 3
 """ICT: passages with fewer sentences give no pair (the rest would be one sentence)."""
+NO_PAIR = ("data.weak_pairs: no passage gives a weak pair (titles missing, or passages of "
+           f"fewer than {MIN_SENTENCES} sentences for ict)")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9])")
 
 
@@ -63,47 +74,90 @@ def ict_pair(passage: Passage, rng: random.Random) -> tuple[str, str] | None:
     return parts[index], f"{passage.title.strip()} {body}".strip() if passage.title else body
 
 
-def weak_pairs(corpus: Mapping[str, Passage], kind: WeakKind, *, count: int | None = None,
-               seed: int = 0) -> dict[str, list[str]]:
-    """``{"query": [...], "positive": [...], "passage_id": [...]}``: one pair per usable
-    passage, or a seeded sample of ``count`` of them (all when there are fewer), in corpus
-    order. The same corpus, kind, count and seed give the same pairs."""
+def iter_weak_pairs(corpus: Mapping[str, Passage], kind: WeakKind, *,
+                    count: int | None = None, seed: int = 0) -> Iterator[tuple[str, str, str]]:
+    """``(passage id, query, positive)``: one pair per usable passage, or a seeded sample of
+    ``count`` of them (all when there are fewer), in corpus order. The same corpus, kind,
+    count and seed give the same pairs; only the passage ids are held in memory."""
     rng = random.Random(seed)
     ids = list(corpus)
     if count is not None and count < len(ids):
         chosen = set(rng.sample(ids, min(len(ids), count * 2 if kind == "ict" else count)))
         ids = [doc_id for doc_id in ids if doc_id in chosen]  # ICT: spares for short ones
-    pairs: dict[str, list[str]] = {"query": [], "positive": [], "passage_id": []}
+    made = 0
     for doc_id in ids:
         pair = title_pair(corpus[doc_id]) if kind == "title" else ict_pair(corpus[doc_id], rng)
         if pair is None:
             continue
-        pairs["query"].append(pair[0])
-        pairs["positive"].append(pair[1])
+        yield doc_id, pair[0], pair[1]
+        made += 1
+        if count is not None and made == count:
+            return
+
+
+def weak_pairs(corpus: Mapping[str, Passage], kind: WeakKind, *, count: int | None = None,
+               seed: int = 0) -> dict[str, list[str]]:
+    """:func:`iter_weak_pairs` as ``{"query": [...], "positive": [...], "passage_id":
+    [...]}`` in memory (to look at the pairs; training streams them, see
+    :func:`weak_pairs_dataset`)."""
+    pairs: dict[str, list[str]] = {"query": [], "positive": [], "passage_id": []}
+    for doc_id, query, positive in iter_weak_pairs(corpus, kind, count=count, seed=seed):
+        pairs["query"].append(query)
+        pairs["positive"].append(positive)
         pairs["passage_id"].append(doc_id)
-        if count is not None and len(pairs["query"]) == count:
-            break
     return pairs
 
 
-def with_weak_pairs(rows, pairs: dict[str, list[str]]):
+def weak_pairs_dataset(corpus: Mapping[str, Passage], kind: WeakKind, *, folder: Path,
+                       count: int | None = None, seed: int = 0):
+    """The pairs of :func:`iter_weak_pairs` as a ``Dataset`` of ``query`` and ``positive``,
+    written to Arrow files under ``folder`` as they are made and memory-mapped from there
+    (see the module docstring); ``folder`` must outlive training.
+
+    Raises:
+        ValueError: no passage gives a pair (no titles, or too few sentences for ``ict``).
+    """
+    from datasets import Dataset, Features, Value
+
+    def rows():
+        for _, query, positive in iter_weak_pairs(corpus, kind, count=count, seed=seed):
+            yield {"query": query, "positive": positive}
+
+    if next(iter_weak_pairs(corpus, kind, count=count, seed=seed), None) is None:
+        raise ValueError(NO_PAIR)  # (datasets refuses an empty generator less clearly)
+    return Dataset.from_generator(
+        rows, features=Features({"query": Value("string"), "positive": Value("string")}),
+        cache_dir=str(folder), fingerprint=uuid.uuid4().hex)  # never an earlier build
+
+
+def scratch_root() -> Path:
+    """Where training's weak-pair scratch folders go: beside the Arrow corpus cache
+    (``$TAPT_CACHE_DIR/scratch``, else ``~/.cache/tapt/scratch``), on the disk the user
+    chose for tapt's large files rather than ``/tmp``."""
+    from tapt.data.arrow_corpus import default_corpus_cache
+
+    return default_corpus_cache().parent / "scratch"
+
+
+def with_weak_pairs(rows, pairs):
     """The labelled training ``rows`` (a ``Dataset`` or ``DatasetDict``) and the weak
-    ``pairs`` as one ``DatasetDict``: the trainer's proportional multi-dataset sampler
-    then draws each batch from one of them, in proportion to their sizes, so a weak pair
-    never shares a batch (and its in-batch negatives) with a labelled row."""
+    ``pairs`` (a ``Dataset``, or :func:`weak_pairs`' lists) as one ``DatasetDict``: the
+    trainer's proportional multi-dataset sampler then draws each batch from one of them,
+    in proportion to their sizes, so a weak pair never shares a batch (and its in-batch
+    negatives) with a labelled row."""
     from datasets import Dataset, DatasetDict
 
-    if not pairs["query"]:
-        raise ValueError("data.weak_pairs: no passage gives a weak pair (titles missing, or "
-                         "passages of fewer than 3 sentences for ict)")
+    if isinstance(pairs, dict):
+        pairs = Dataset.from_dict({"query": pairs["query"], "positive": pairs["positive"]})
+    if len(pairs) == 0:
+        raise ValueError(NO_PAIR)
     named = dict(rows) if isinstance(rows, DatasetDict) else {"labelled": rows}
-    named["weak_pairs"] = Dataset.from_dict({"query": pairs["query"],
-                                             "positive": pairs["positive"]})
+    named["weak_pairs"] = pairs
     return DatasetDict(named)
 
 
-def weak_pairs_for(dataset, kind: WeakKind, *, count: int | None = None,
-                   seed: int = 0) -> dict[str, list[str]]:
-    """:func:`weak_pairs` of a :class:`~tapt.data.beir.BeirDataset`'s corpus: the one
-    entry training uses, reading ``dataset.corpus`` and nothing else."""
-    return weak_pairs(dataset.corpus, kind, count=count, seed=seed)
+def weak_pairs_for(dataset, kind: WeakKind, *, folder: Path, count: int | None = None,
+                   seed: int = 0):
+    """:func:`weak_pairs_dataset` of a :class:`~tapt.data.beir.BeirDataset`'s corpus: the
+    one entry training uses, reading ``dataset.corpus`` and nothing else."""
+    return weak_pairs_dataset(dataset.corpus, kind, folder=folder, count=count, seed=seed)

@@ -20,8 +20,10 @@ Example::
 from __future__ import annotations
 
 import logging
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
+from tempfile import TemporaryDirectory
 
 from transformers import set_seed
 
@@ -32,7 +34,7 @@ from tapt.data.sources import load_data
 from tapt.data.splits import carve_dev, check_no_split_file
 from tapt.data.subcorpus import subcorpus_ids
 from tapt.data.triplets import build_training_rows
-from tapt.data.weak_pairs import weak_pairs_for, with_weak_pairs
+from tapt.data.weak_pairs import scratch_root, weak_pairs_for, with_weak_pairs
 from tapt.encoders.loading import load_sentence_transformer
 from tapt.encoders.preset_record import write_preset_record
 from tapt.recipe import Recipe, check_recipe
@@ -165,13 +167,22 @@ def train(recipe: Recipe, *, run_test: bool = False, callbacks: list | None = No
     check_recipe(recipe)
     check_hub(recipe)
     check_wandb(recipe.tracking.backend)  # credentials, before data and model load
-    with open_run_dir(recipe, overwrite=overwrite) as start:
-        return train_in(start, recipe, run_test=run_test, callbacks=callbacks)
+    with ExitStack() as stack:
+        start = stack.enter_context(open_run_dir(recipe, overwrite=overwrite))
+        scratch = None
+        if recipe.data.weak_pairs != "none":  # their Arrow files, removed when training ends
+            root = scratch_root()
+            root.mkdir(parents=True, exist_ok=True)
+            scratch = Path(stack.enter_context(TemporaryDirectory(prefix="weak-pairs-",
+                                                                  dir=root)))
+        return train_in(start, recipe, run_test=run_test, callbacks=callbacks,
+                        scratch=scratch)
 
 
 def train_in(start: RunStart, recipe: Recipe, *, run_test: bool = False,
-             callbacks: list | None = None) -> TrainResult:
-    """The phases of :func:`train` after the run folder was checked and locked."""
+             callbacks: list | None = None, scratch: Path | None = None) -> TrainResult:
+    """The phases of :func:`train` after the run folder was checked and locked
+    (``scratch``: a folder that outlives training, for the weak pairs' Arrow files)."""
     from tapt.retrieval.in_loop import RetrievalEvaluator
     from tapt.training.losses import build_loss
     from tapt.training.trainer import TaptTrainer
@@ -198,8 +209,10 @@ def train_in(start: RunStart, recipe: Recipe, *, run_test: bool = False,
                                                         recipe.data.mined_negatives))
     train_rows, groups = train_rows if grouping is not None else (train_rows, None)
     if recipe.data.weak_pairs != "none":  # passages alone: tapt.data.weak_pairs
+        if scratch is None:
+            raise RuntimeError("data.weak_pairs needs train_in's scratch folder (train makes one)")
         train_rows = with_weak_pairs(train_rows, weak_pairs_for(
-            dataset, recipe.data.weak_pairs, count=recipe.data.weak_pairs_max,
+            dataset, recipe.data.weak_pairs, folder=scratch, count=recipe.data.weak_pairs_max,
             seed=recipe.data.weak_pairs_seed))
     dev_ids = subcorpus_ids(dataset, recipe.data.dev_split,
                             distractors=recipe.data.dev_distractors, seed=recipe.data.dev_seed)

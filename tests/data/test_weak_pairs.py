@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from tapt.data.beir import BeirDataset, Passage
-from tapt.data.weak_pairs import sentences, weak_pairs, weak_pairs_for, with_weak_pairs
+from tapt.data.weak_pairs import (
+    sentences,
+    weak_pairs,
+    weak_pairs_dataset,
+    weak_pairs_for,
+    with_weak_pairs,
+)
 
 TEXT = ("Aspirin lowers the risk of stroke. It was given at 3.5 mg per kg, e.g. twice a day. "
         "Patients over 60 years were enrolled. 12 of them left the trial early.")
@@ -75,13 +83,29 @@ class Poisoned(dict):
 
 
 @pytest.mark.parametrize("kind", ["title", "ict"])
-def test_weak_pairs_read_no_query_and_no_qrels(kind):
+def test_weak_pairs_read_no_query_and_no_qrels(kind, tmp_path):
     from tapt.data.relevance import BEIR
 
     dataset = BeirDataset(corpus=corpus(), queries=Poisoned(),
                           qrels=Poisoned(), rule=BEIR)
-    pairs = weak_pairs_for(dataset, kind, count=5, seed=0)
-    assert pairs == weak_pairs(corpus(), kind, count=5, seed=0)
+    pairs = weak_pairs_for(dataset, kind, folder=tmp_path, count=5, seed=0)
+    expected = weak_pairs(corpus(), kind, count=5, seed=0)
+    assert pairs.to_dict() == {"query": expected["query"], "positive": expected["positive"]}
+
+
+def test_the_training_pairs_are_streamed_to_arrow_files_in_the_folder(tmp_path):
+    """Memory-mapped from files under the scratch folder (not an in-memory table), the
+    same pairs as the in-memory lists, and each build new: a second build in the same
+    folder from another corpus serves that corpus's pairs, not the first build's."""
+    first = weak_pairs_dataset(corpus(30), "title", folder=tmp_path, seed=2)
+    assert first.cache_files and all(Path(f["filename"]).is_relative_to(tmp_path)
+                                     for f in first.cache_files)
+    assert first["query"] == weak_pairs(corpus(30), "title", seed=2)["query"]
+    other = {f"x{i}": Passage(text=f"Other body {i}.", title=f"Other {i}") for i in range(4)}
+    second = weak_pairs_dataset(other, "title", folder=tmp_path, seed=2)
+    assert second["query"] == [f"Other {i}" for i in range(4)]
+    with pytest.raises(ValueError, match="no passage gives a weak pair"):
+        weak_pairs_dataset({"x": Passage(text="t", title="")}, "title", folder=tmp_path)
 
 
 def test_mixed_rows_keep_the_labelled_rows_and_add_the_weak_dataset():

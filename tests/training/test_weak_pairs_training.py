@@ -2,15 +2,32 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from tapt.recipe import RecipeError, load_recipe
 from tapt.training.contrastive import train
 
 
-def test_weak_pairs_train_in_batches_of_their_own(make_recipe, tiny_beir_path, monkeypatch):
+def test_weak_pairs_train_in_batches_of_their_own(make_recipe, tiny_beir_path, monkeypatch,
+                                                  tmp_path):
+    """Weak pairs and labelled rows never share a batch; the pairs are streamed to Arrow
+    files in a scratch folder under $TAPT_CACHE_DIR (not /tmp, not the run folder) that is
+    gone when training ends."""
+    from tapt.data import weak_pairs as weak_module
     from tapt.data.beir import load_beir_folder
     from tapt.training import nonfinite
+
+    monkeypatch.setenv("TAPT_CACHE_DIR", str(tmp_path / "cache"))
+    built = []
+    build = weak_module.weak_pairs_dataset
+
+    def recording_build(*args, **kwargs):
+        pairs = build(*args, **kwargs)
+        built.append([Path(f["filename"]) for f in pairs.cache_files])
+        return pairs
+    monkeypatch.setattr(weak_module, "weak_pairs_dataset", recording_build)
 
     titles = {p.title for p in load_beir_folder(tiny_beir_path, ["train"]).corpus.values()}
     batches: list[list[str]] = []
@@ -20,7 +37,7 @@ def test_weak_pairs_train_in_batches_of_their_own(make_recipe, tiny_beir_path, m
         batches.append([row["query"] for row in features])
         return call(self, features)
     monkeypatch.setattr(nonfinite.QueryIdsCollator, "__call__", recording)
-    recipe_file, output = make_recipe(
+    recipe_file, _ = make_recipe(
         "weak", data_path=tiny_beir_path,
         data={"weak_pairs": "title", "weak_pairs_max": 12, "dev_distractors": 5},
         training={"epochs": 1, "eval_steps": 50, "per_device_batch_size": 3})
@@ -33,6 +50,10 @@ def test_weak_pairs_train_in_batches_of_their_own(make_recipe, tiny_beir_path, m
     # the 12 sampled pairs, less those NO_DUPLICATES leaves out (the tiny corpus repeats
     # titles) and a last short batch
     assert 6 <= sum(map(len, weak)) <= 12
+    (files,) = built
+    scratch = tmp_path / "cache" / "scratch"
+    assert files and all(f.is_relative_to(scratch) for f in files)
+    assert not any(f.exists() for f in files) and list(scratch.iterdir()) == []
 
 
 @pytest.mark.parametrize(("extra", "match"), [
