@@ -8,8 +8,9 @@ Two ways, each in a fresh process so that one's peak does not hide the other's:
   batch at a time into a scratch folder and memory-mapped (what training does now).
 
 Each process first builds a synthetic corpus of N passages of about ``--chars`` characters
-(five sentences each, titled) and reads its resident memory; the figure is the peak
-resident memory (``ru_maxrss``) above that, so the corpus itself is not counted. Also
+(five sentences each, titled), resets its peak resident memory (``VmHWM``, by writing 5
+to ``/proc/self/clear_refs``) and reads its resident memory; the figure is the peak
+above that, so neither the corpus nor its building is counted. Also
 printed: seconds to build and the pairs' bytes of text. Run it alone on a quiet machine::
 
     python benchmarks/bench_weak_pairs.py --sizes 20000 50000 100000 --kind ict
@@ -20,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -28,12 +28,17 @@ import time
 from pathlib import Path
 
 
-def resident_kib() -> int:
-    """This process's resident memory now (VmRSS), in KiB."""
+def status_kib(field: str) -> int:
+    """A memory field of this process's /proc/self/status (VmRSS, VmHWM), in KiB."""
     for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
+        if line.startswith(f"{field}:"):
             return int(line.split()[1])
     return 0
+
+
+def reset_peak() -> None:
+    """Start the peak (VmHWM) again from the resident memory now (Linux clear_refs 5)."""
+    Path("/proc/self/clear_refs").write_text("5")
 
 
 def synthetic_corpus(size: int, chars: int) -> dict:
@@ -54,7 +59,8 @@ def measure(way: str, size: int, chars: int, kind: str) -> dict:
     from tapt.data.weak_pairs import weak_pairs, weak_pairs_dataset
 
     corpus = synthetic_corpus(size, chars)
-    before = resident_kib()
+    reset_peak()  # the corpus's own building does not count
+    before = status_kib("VmRSS")
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="bench-weak-pairs-") as folder:
         if way == "lists":
@@ -66,7 +72,7 @@ def measure(way: str, size: int, chars: int, kind: str) -> dict:
         text_bytes = sum(len(q) + len(p) for q, p in zip(table["query"][:1000],
                                                         table["positive"][:1000]))
         rows = len(table)
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    peak = status_kib("VmHWM")
     return {"way": way, "passages": size, "rows": rows, "seconds": round(seconds, 2),
             "peak_above_corpus_mib": round((peak - before) / 1024, 1),
             "text_mib": round(text_bytes / min(rows, 1000) * rows / 2**20, 1)}

@@ -19,8 +19,9 @@ At FormBench's size (a million passages of ~5 KB) the pairs are a corpus again: 
 Python lists and copied into an in-memory Arrow table they would take ~10 GB.
 :func:`weak_pairs_dataset` therefore streams them into Arrow files with datasets' own
 writer (``Dataset.from_generator``, a batch at a time) in a scratch folder that training
-removes at its end, and training reads them memory-mapped; nothing is read back from an
-earlier run (each build gets a fresh fingerprint).
+removes at its end (:mod:`tapt.training.scratch`), and training reads them memory-mapped;
+nothing is read back from an earlier run (each build gets a fresh fingerprint, which also
+keeps datasets from hashing the generator, and with it the whole corpus).
 
 The sentence split is a small rule (a ``.``, ``!`` or ``?`` followed by white space and an
 upper-case letter or a digit), hand-written because the dependencies have no sentence
@@ -128,15 +129,6 @@ def weak_pairs_dataset(corpus: Mapping[str, Passage], kind: WeakKind, *, folder:
     return Dataset.from_generator(
         rows, features=Features({"query": Value("string"), "positive": Value("string")}),
         cache_dir=str(folder), fingerprint=uuid.uuid4().hex)  # never an earlier build
-
-
-def scratch_root() -> Path:
-    """Where training's weak-pair scratch folders go: beside the Arrow corpus cache
-    (``$TAPT_CACHE_DIR/scratch``, else ``~/.cache/tapt/scratch``), on the disk the user
-    chose for tapt's large files rather than ``/tmp``."""
-    from tapt.data.arrow_corpus import default_corpus_cache
-
-    return default_corpus_cache().parent / "scratch"
 
 
 def with_weak_pairs(rows, pairs):

@@ -23,7 +23,6 @@ import logging
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from tempfile import TemporaryDirectory
 
 from transformers import set_seed
 
@@ -34,7 +33,7 @@ from tapt.data.sources import load_data
 from tapt.data.splits import carve_dev, check_no_split_file
 from tapt.data.subcorpus import subcorpus_ids
 from tapt.data.triplets import build_training_rows
-from tapt.data.weak_pairs import scratch_root, weak_pairs_for, with_weak_pairs
+from tapt.data.weak_pairs import weak_pairs_for, with_weak_pairs
 from tapt.encoders.loading import load_sentence_transformer
 from tapt.encoders.preset_record import write_preset_record
 from tapt.recipe import Recipe, check_recipe
@@ -63,6 +62,7 @@ from tapt.training.run import (
 )
 from tapt.training.run_dir import RunDir, checkpoint_step
 from tapt.training.run_start import RunStart, open_run_dir
+from tapt.training.scratch import scratch_folder
 from tapt.training.tracking import check_wandb
 from tapt.util.files import publish, unwritable_reason
 
@@ -171,10 +171,7 @@ def train(recipe: Recipe, *, run_test: bool = False, callbacks: list | None = No
         start = stack.enter_context(open_run_dir(recipe, overwrite=overwrite))
         scratch = None
         if recipe.data.weak_pairs != "none":  # their Arrow files, removed when training ends
-            root = scratch_root()
-            root.mkdir(parents=True, exist_ok=True)
-            scratch = Path(stack.enter_context(TemporaryDirectory(prefix="weak-pairs-",
-                                                                  dir=root)))
+            scratch = stack.enter_context(scratch_folder("weak-pairs"))
         return train_in(start, recipe, run_test=run_test, callbacks=callbacks,
                         scratch=scratch)
 

@@ -27,9 +27,9 @@ def read_json(path: Path, *, error: type[Exception] = ValueError,
     """``path`` parsed as JSON; ``error("PATH: what is wrong")`` when it is not a regular
     file, cannot be read, is not text in ``encoding`` (``utf-8-sig`` also takes a BOM) or
     is not JSON. :class:`FileNotFoundError` when it does not exist."""
-    if path.exists() and not path.is_file():  # a folder, or a FIFO that would block
-        raise error(f"{path}: not a regular file")
     try:
+        if path.exists() and not path.is_file():  # a folder, or a FIFO that would block
+            raise error(f"{path}: not a regular file")
         return json.loads(path.read_text(encoding=encoding))
     except FileNotFoundError:
         raise
@@ -39,5 +39,7 @@ def read_json(path: Path, *, error: type[Exception] = ValueError,
         raise error(f"{path}: not valid UTF-8 (byte {err.start + 1})") from None
     except json.JSONDecodeError as err:
         raise error(f"{path}: not JSON ({err.msg} at line {err.lineno})") from None
-    except (RecursionError, ValueError):  # nested too deeply; a 5,000-digit number
+    except (RecursionError, ValueError) as err:  # nested too deeply; a 5,000-digit number
+        if isinstance(err, error):  # "not a regular file", raised above
+            raise
         raise error(f"{path}: not JSON (nested too deeply or a number too long)") from None

@@ -118,3 +118,19 @@ def test_mixed_rows_keep_the_labelled_rows_and_add_the_weak_dataset():
     assert mixed["weak_pairs"]["query"] == ["Title 0", "Title 1", "Title 2"]
     with pytest.raises(ValueError, match="no passage gives a weak pair"):
         with_weak_pairs(labelled, weak_pairs({"x": Passage(text="t", title="")}, "title"))
+
+
+def test_building_the_pairs_never_hashes_the_corpus(tmp_path, monkeypatch):
+    """datasets hashes a generator's arguments (with dill: the whole corpus) unless given a
+    fingerprint; only strings may reach its hasher."""
+    import datasets.fingerprint
+
+    hashed = []
+    original = datasets.fingerprint.Hasher.hash
+
+    def recording(value):
+        hashed.append(type(value).__name__)
+        return original(value)
+    monkeypatch.setattr(datasets.fingerprint.Hasher, "hash", staticmethod(recording))
+    weak_pairs_dataset(corpus(5), "title", folder=tmp_path)
+    assert hashed and set(hashed) == {"str"}

@@ -1,0 +1,69 @@
+"""Scratch folders for training (tapt.training.scratch): made fresh, removed on leaving even
+when training fails, and a folder a killed process left behind removed by the next one."""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tapt.training.scratch import _host, remove_stale, scratch_folder
+
+
+def dead_pid() -> int:
+    """The id of a process that has ended."""
+    done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)
+    return int(done.stdout)
+
+
+def test_a_folder_is_new_and_gone_after_an_error(tmp_path):
+    with pytest.raises(RuntimeError, match="training failed"), \
+            scratch_folder("weak-pairs", tmp_path) as folder:
+        assert folder.parent == tmp_path and list(folder.iterdir()) == []
+        assert folder.name.startswith(f"weak-pairs-{_host()}-{os.getpid()}-")
+        (folder / "data.arrow").write_bytes(b"x" * 100)
+        raise RuntimeError("training failed")
+    assert not folder.exists()
+
+
+def test_only_folders_of_ended_processes_of_this_host_are_removed(tmp_path, caplog):
+    ended = tmp_path / f"weak-pairs-{_host()}-{dead_pid()}-abc"
+    running = tmp_path / f"weak-pairs-{_host()}-{os.getpid()}-def"
+    other_host = tmp_path / f"weak-pairs-{_host()}x-{dead_pid()}-ghi"
+    other_kind = tmp_path / f"other-{_host()}-{dead_pid()}-jkl"
+    for folder in (ended, running, other_host, other_kind):
+        folder.mkdir()
+        (folder / "data.arrow").write_bytes(b"x")
+    with caplog.at_level(logging.INFO, logger="tapt"), \
+            scratch_folder("weak-pairs", tmp_path) as folder:
+        assert not ended.exists()
+        assert running.exists() and other_host.exists() and other_kind.exists()
+    assert "has ended" in caplog.text and ended.name in caplog.text
+    assert remove_stale(tmp_path, "weak-pairs") == [] and not folder.exists()
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes anywhere")
+def test_an_unwritable_cache_is_refused_naming_it_and_the_variable(tmp_path):
+    locked = tmp_path / "cache"
+    locked.mkdir()
+    locked.chmod(0o500)
+    try:
+        with pytest.raises(PermissionError, match="TAPT_CACHE_DIR") as caught, \
+                scratch_folder("weak-pairs", locked / "scratch"):
+            pass
+        assert str(locked) in str(caught.value)
+    finally:
+        locked.chmod(0o700)
+
+
+def test_a_file_where_the_cache_should_be_is_refused_naming_it(tmp_path):
+    in_the_way = tmp_path / "cache"
+    in_the_way.write_text("not a folder")
+    with pytest.raises(NotADirectoryError, match="TAPT_CACHE_DIR") as caught, \
+            scratch_folder("weak-pairs", in_the_way / "scratch"):
+        pass
+    assert str(in_the_way) in str(caught.value)
