@@ -30,11 +30,14 @@ CASES = [
 ]
 
 
+@pytest.mark.parametrize("error", [RecordError, ValueError])
 @pytest.mark.parametrize(("name", "make", "says"), CASES, ids=[c[0] for c in CASES])
-def test_an_unreadable_file_is_one_line_of_the_callers_error(name, make, says, tmp_path):
+def test_an_unreadable_file_is_one_line_of_the_callers_error(name, make, says, error,
+                                                             tmp_path):
+    """Also with ValueError itself, the type json's own errors share."""
     path = make(tmp_path / "record.json")
-    with pytest.raises(RecordError) as caught:
-        read_json(path, error=RecordError)
+    with pytest.raises(error) as caught:
+        read_json(path, error=error)
     message = str(caught.value)
     assert message.startswith(f"{path}: ") and says in message
     assert "\n" not in message

@@ -28,8 +28,12 @@ def read_json(path: Path, *, error: type[Exception] = ValueError,
     file, cannot be read, is not text in ``encoding`` (``utf-8-sig`` also takes a BOM) or
     is not JSON. :class:`FileNotFoundError` when it does not exist."""
     try:
-        if path.exists() and not path.is_file():  # a folder, or a FIFO that would block
-            raise error(f"{path}: not a regular file")
+        irregular = path.exists() and not path.is_file()  # a folder, a FIFO that would block
+    except OSError as err:  # a parent folder without permission
+        raise error(f"{path}: cannot read ({err.strerror or err})") from None
+    if irregular:
+        raise error(f"{path}: not a regular file")
+    try:
         return json.loads(path.read_text(encoding=encoding))
     except FileNotFoundError:
         raise
@@ -39,7 +43,5 @@ def read_json(path: Path, *, error: type[Exception] = ValueError,
         raise error(f"{path}: not valid UTF-8 (byte {err.start + 1})") from None
     except json.JSONDecodeError as err:
         raise error(f"{path}: not JSON ({err.msg} at line {err.lineno})") from None
-    except (RecursionError, ValueError) as err:  # nested too deeply; a 5,000-digit number
-        if isinstance(err, error):  # "not a regular file", raised above
-            raise
+    except (RecursionError, ValueError):  # nested too deeply; a 5,000-digit number
         raise error(f"{path}: not JSON (nested too deeply or a number too long)") from None
