@@ -153,11 +153,9 @@ def recorded_summary(path: Path, summary) -> dict[str, dict[str, float]]:
         raise ValueError(  # noqa: TRY004 (a malformed file, not a wrong argument)
             f"{path}: field 'summary': expected an object of metric rows")
     for row, metrics in summary.items():
-        problem = metrics_row_problem(metrics)
+        problem = metrics_row_problem(row, metrics)
         if problem is not None:
-            key, message = problem
-            field = f"summary.{row}" + ("" if key is None else f".{key}")
-            raise ValueError(f"{path}: field '{field}': {message}")
+            raise ValueError(f"{path}: field '{problem[0]}': {problem[1]}")
     return summary
 
 

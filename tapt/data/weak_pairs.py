@@ -30,6 +30,7 @@ splitter (nltk and spaCy are not among them) and the pairs need no linguistic pr
 
 from __future__ import annotations
 
+import itertools
 import random
 import re
 import uuid
@@ -120,12 +121,15 @@ def weak_pairs_dataset(corpus: Mapping[str, Passage], kind: WeakKind, *, folder:
     """
     from datasets import Dataset, Features, Value
 
+    pairs = iter_weak_pairs(corpus, kind, count=count, seed=seed)
+    first = next(pairs, None)  # one pass over the corpus: the first pair, then the rest
+    if first is None:
+        raise ValueError(NO_PAIR)  # (datasets refuses an empty generator less clearly)
+
     def rows():
-        for _, query, positive in iter_weak_pairs(corpus, kind, count=count, seed=seed):
+        for _, query, positive in itertools.chain([first], pairs):
             yield {"query": query, "positive": positive}
 
-    if next(iter_weak_pairs(corpus, kind, count=count, seed=seed), None) is None:
-        raise ValueError(NO_PAIR)  # (datasets refuses an empty generator less clearly)
     return Dataset.from_generator(
         rows, features=Features({"query": Value("string"), "positive": Value("string")}),
         cache_dir=str(folder), fingerprint=uuid.uuid4().hex)  # never an earlier build

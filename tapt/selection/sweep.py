@@ -305,11 +305,10 @@ def read_trial_results(trial: Trial, run: RunDir) -> None:
 def checked_metrics(path: Path, summary: dict, row: str) -> dict[str, float]:
     """``summary[row]`` if it holds each of :data:`METRIC_KEYS` as a finite number in
     [0, 1] (what ranks the trials and picks the winner), else a DataError naming the field."""
-    problem = metrics_row_problem(summary[row])
+    problem = metrics_row_problem(row, summary[row])
     if problem is not None:
-        key, message = problem
-        raise DataError(path, message,
-                        field_name=f"summary.{row}" + ("" if key is None else f".{key}"))
+        field, message = problem
+        raise DataError(path, message, field_name=field)
     return summary[row]
 
 

@@ -159,15 +159,16 @@ def best_step_problem(value) -> str | None:
     return f"expected a whole number >= 0 or null, got {value!r}"
 
 
-def metrics_row_problem(metrics) -> tuple[str | None, str] | None:
-    """``(metric or None, what is wrong)`` with one ``results.json`` summary row (each of
-    :data:`METRIC_KEYS` a finite number in [0, 1]; ``None`` names the row itself), or None."""
+def metrics_row_problem(row: str, metrics) -> tuple[str, str] | None:
+    """``(field, what is wrong)`` with ``results.json``'s summary row ``row`` (each of
+    :data:`METRIC_KEYS` a finite number in [0, 1]): the field is ``summary.ROW`` or
+    ``summary.ROW.METRIC``; None when the row is fine."""
     if not isinstance(metrics, dict):
-        return None, f"expected an object of metrics, got {metrics!r}"
+        return f"summary.{row}", f"expected an object of metrics, got {metrics!r}"
     for key in METRIC_KEYS:
         value = metrics.get(key)
         if not metric_value(value):
-            return key, f"expected a finite number in [0, 1], got {value!r}"
+            return f"summary.{row}.{key}", f"expected a finite number in [0, 1], got {value!r}"
     return None
 
 
