@@ -16,7 +16,8 @@ Arms (``--arms``; ``ARMS`` below; the SciFact table is in docs/levers.md):
   --margin 0.05 --sampling top``); ``mined-round2``: the same mined by the ``mnrl`` model
   of the same seed (a second round), trained from the base model again;
 - ``lr-5e-5``, ``lr-1e-4``, ``lr-2e-4``, ``lr-4e-4``: the learning rate; ``sweep-lr``: the
-  arm a ``tapt sweep`` over 2e-5, 5e-5 and 1e-4 picks on dev (per seed, from those runs);
+  arm a ``tapt sweep`` over 2e-5, 5e-5 and 1e-4 picks on dev (per seed, from those runs:
+  its row is the picked run's, not measured again; its minutes are the three runs');
   ``sweep-lr-soup``: the greedy soup of those three runs (Wortsman et al., 2022);
 - ``average-last``: ``training.average_last: 3`` (mean of the last 3 checkpoints);
 - ``wise-ft``: the ``mnrl`` model interpolated with the base model, weight picked on dev
@@ -31,7 +32,10 @@ Arms (``--arms``; ``ARMS`` below; the SciFact table is in docs/levers.md):
 - ``best``: the trained arms whose dev beat ``mnrl``'s, together (or the arms ``--best-of`` names).
 
 Runs go seed by seed in the order of ``--arms``; everything finished is reused, so an
-interrupted comparison resumes where it stopped (a training run from its checkpoint).
+interrupted comparison resumes where it stopped (a training run from its checkpoint). An
+arm made from another's model (mined by it, its soup, WiSE-FT) whose source was measured in
+an earlier session, its row kept in ``--summary`` but its run folder gone, trains that
+source again and checks the new run's dev against the kept row.
 Each arm's folder holds ``arm.json`` (dev, test, seconds, load average), read back checked
 (``arm_records.py``: against the per-query test file beside it too). The table:
 mean ± std over seeds, the paired test against ``mnrl`` on the test queries (per-query
@@ -52,6 +56,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import shutil
 import statistics
@@ -298,7 +303,7 @@ class Comparison:
         model = self.args.model if teacher == "base" else str(
             self.folder(teacher, seed) / "final")
         if teacher != "base":
-            self.run(teacher, seed)
+            self.trained(teacher, seed)
         named = ARMS[arm].mined_as or arm  # best reuses its mined arm's file
         path = self.out / "mined" / (f"{named}-base.jsonl" if teacher == "base"
                                      else f"{named}-{teacher}-seed{seed}.jsonl")
@@ -312,6 +317,69 @@ class Comparison:
                        *as_recipe_reads(recipe), "--quiet"]
             tapt(*command)
         return [f"data.mined_negatives={path}", "data.negatives_per_query=3"]
+
+    def trained(self, arm: str, seed: int) -> dict:
+        """:meth:`run`, with the arm's model on disk: a train arm whose row was measured
+        in an earlier session (kept in ``--summary``) but whose run folder is gone is
+        trained again (:meth:`remake`), for the arms made from its model."""
+        row = self.run(arm, seed)
+        folder = self.folder(arm, seed)
+        if ARMS[arm].kind == "train" and not (folder / "final").is_dir():
+            self.remake(arm, seed, row)
+        return row
+
+    def remake(self, arm: str, seed: int, row: dict) -> None:
+        """Train ``arm`` for ``seed`` again into ``seedN.remade`` (resumable), move the run
+        into the arm's folder beside its kept record, and check the new run's in-loop best
+        dev against the recorded one: a difference is printed and kept in
+        ``remade.json`` (the arms made from it then stand on the remade model)."""
+        folder = self.folder(arm, seed)
+        staging = folder.with_name(f"{folder.name}.remade")
+        overrides = [*ARMS[arm].overrides, *self.mined(arm, seed), f"training.seed={seed}"]
+        print(f"== {arm} seed {seed}: its model is gone (only its record is kept); "
+              "training it again", flush=True)
+        summary = trained_summary(staging / "results.json", lambda: tapt(
+            "train", str(self.args.recipe), f"data.path={self.args.data}",
+            f"output_dir={staging}", "eval.zero_shot=false", *self.args.set, *overrides))
+        folder.mkdir(parents=True, exist_ok=True)
+        if clash := sorted(p.name for p in staging.iterdir() if (folder / p.name).exists()):
+            raise SystemExit(f"{folder}: already holds {', '.join(clash)}; remove them or "
+                             f"{staging} to remake {arm} seed {seed}")
+        for entry in staging.iterdir():
+            entry.rename(folder / entry.name)
+        staging.rmdir()
+        metric = self.dev_settings().metric
+        recorded = (row.get("in_loop_dev") or row["dev"])[metric]
+        remade = (summary.get("best dev") or {}).get(metric)
+        if remade is None or not math.isclose(remade, recorded, abs_tol=1e-6):
+            (folder / "remade.json").write_text(json.dumps(
+                {"metric": metric, "recorded_dev": recorded, "remade_dev": remade}) + "\n")
+            print(f"warning: {arm} seed {seed} trained again scores dev {metric} {remade} "
+                  f"against the recorded {recorded:.6f}; the arms made from it use the "
+                  f"remade model ({folder / 'remade.json'})", flush=True)
+        else:
+            print(f"{arm} seed {seed} trained again: dev {metric} {remade:.6f}, equal to "
+                  "the recorded run's", flush=True)
+
+    def picked_record(self, folder: Path, picked: str, seed: int, runs: dict[str, dict]
+                      ) -> dict:
+        """A sweep's row: the picked run's own (the same model, so it is not measured
+        again: its dev, test and per-query file). It makes nothing, so its own seconds are
+        0; the table adds its runs' minutes."""
+        path = folder / "arm.json"
+        if path.is_file():
+            return read_arm(path)
+        folder.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(self.folder(picked, seed) / "test-float32.json",
+                        folder / "test-float32.json")
+        source = runs[picked]
+        load = os.getloadavg()[0]
+        row = {"model": source["model"], "dev": source["dev"], "test": source["test"],
+               "making_seconds": 0, "making_load_average": load, "measuring_seconds": 0,
+               "load_average": load, "seconds": 0, "picked": picked}
+        path.write_text(json.dumps(row, indent=2) + "\n")
+        self.keep(folder)
+        return read_arm(path)
 
     def st_script(self, seed: int, started: float) -> dict:
         folder = self.folder("st-script", seed)
@@ -333,12 +401,13 @@ class Comparison:
 
     def sweep(self, arm: str, seed: int, started: float) -> dict:
         """The dev pick of the learning-rate runs (``sweep``), or their greedy soup."""
-        runs = {name: self.run(name, seed) for name in ARMS[arm].from_arms}
         folder = self.folder(arm, seed)
         if ARMS[arm].kind == "sweep":
+            runs = {name: self.run(name, seed) for name in ARMS[arm].from_arms}
             metric = self.dev_settings().metric
             picked = max(runs, key=lambda name: runs[name]["dev"][metric])
-            return self.record(folder, Path(runs[picked]["model"]), started, picked=picked)
+            return self.picked_record(folder, picked, seed, runs)
+        runs = {name: self.trained(name, seed) for name in ARMS[arm].from_arms}
         from tapt.selection.soup import soup
 
         output = folder / "soup"
@@ -350,11 +419,13 @@ class Comparison:
     def wise(self, arm: str, seed: int, started: float) -> dict:
         from tapt.selection.merge import merge
 
-        trained = self.run(ARMS[arm].from_arms[0], seed)
+        source = ARMS[arm].from_arms[0]
+        self.trained(source, seed)
         folder = self.folder(arm, seed)
         output = folder / "merged"
         if not output.is_dir():
-            merge([trained["model"], self.args.model], output, dev=self.dev_settings())
+            merge([str(self.folder(source, seed) / "final"), self.args.model], output,
+                  dev=self.dev_settings())
         picked = read_merge(output / "merge.json", "weights")
         return self.record(folder, output, started, weights=picked)
 
@@ -362,7 +433,7 @@ class Comparison:
         from tapt.selection.soup import soup
 
         for seed in self.args.seeds:
-            self.run(ARMS[arm].from_arms[0], seed)
+            self.trained(ARMS[arm].from_arms[0], seed)
         folder = self.folder(arm, None)
         output = folder / "soup"
         if not output.is_dir():
@@ -474,6 +545,21 @@ def test_files(comparison: Comparison, results: dict[str, list[dict]]) -> list[s
     return specs
 
 
+def runs_minutes(comparison: Comparison, arm: str, seeds: int) -> float | None:
+    """A sweep arm's cost beyond its own row: the mean minutes per seed of the runs it
+    picks from or soups (None for other arms, or when a run's row is missing)."""
+    if ARMS[arm].kind not in ("sweep", "sweep-soup"):
+        return None
+    total = 0.0
+    for seed in comparison.args.seeds[:seeds]:
+        for source in ARMS[arm].from_arms:
+            row = comparison.done(source, seed)
+            if row is None:
+                return None
+            total += row["seconds"]
+    return total / seeds / 60
+
+
 def table(comparison: Comparison, results: dict[str, list[dict]], zero: dict | None
           ) -> tuple[str, dict]:
     """Markdown: dev and test (mean ± std over seeds), the paired test against mnrl, the
@@ -505,7 +591,9 @@ def table(comparison: Comparison, results: dict[str, list[dict]], zero: dict | N
                       f"{versus.p_holm:.3f}", f"{t.detectable:.4f}"]
         minutes = statistics.mean(r["seconds"] for r in rows) / 60
         load = statistics.mean(r.get("making_load_average", r["load_average"]) for r in rows)
-        cells.append(f"{minutes:.1f} ({load:.1f})")
+        with_runs = runs_minutes(comparison, arm, len(rows))
+        cells.append(f"{minutes:.1f} ({load:.1f})" if with_runs is None else
+                     f"{minutes + with_runs:.1f} with its runs")
         lines.append("| " + " | ".join(cells) + " |")
     if zero is not None:
         lines.append("| zero-shot (base model) | | " + f"{zero['dev'][metric]:.4f} | "
@@ -524,7 +612,8 @@ def table(comparison: Comparison, results: dict[str, list[dict]], zero: dict | N
              "(10,000 sign flips) per arm, Holm-corrected across arms; 'detectable Δ' is the "
              "smallest true difference the test finds with 80 % power (alpha 0.05). Minutes: "
              "training (or making) and measuring one seed's model; in brackets the 1-minute "
-             "load average when it was made (2 cores).")
+             "load average when it was made (2 cores); a sweep's minutes include the runs "
+             "it picks from or soups.")
     data = {"arms": {arm: vars(ARMS[arm]) for arm in results}, "results": results,
             "comparison": comparison_data.to_dict(metric), "verdict": verdict}
     return "\n".join(lines) + f"\n\n{notes}\n\n{verdict}\n", data
