@@ -282,18 +282,28 @@ class Comparison:
 
     def train(self, arm: str, seed: int, started: float) -> dict:
         folder = self.folder(arm, seed)
-        overrides = [*ARMS[arm].overrides, *self.mined(arm, seed), f"training.seed={seed}"]
+        overrides = self.train_overrides(arm, seed)
         results = folder / "results.json"
 
         def run_training() -> None:
-            tapt("train", str(self.args.recipe), f"data.path={self.args.data}",
-                 f"output_dir={folder}", "eval.zero_shot=false", *self.args.set, *overrides,
-                 timed=timing_file(folder))  # beside the run folder: tapt train wants it new
+            self.tapt_train(folder, overrides, timed=timing_file(folder))
             write_wall(folder, time.time() - started)  # mining included
 
         summary = trained_summary(results, run_training)
         return self.record(folder, folder / "final", started, overrides=overrides,
                            in_loop_dev=summary.get("best dev"))
+
+    def train_overrides(self, arm: str, seed: int) -> list[str]:
+        """A train arm's recipe overrides for ``seed`` (its mined negatives made first)."""
+        return [*ARMS[arm].overrides, *self.mined(arm, seed), f"training.seed={seed}"]
+
+    def tapt_train(self, output: Path, overrides: list[str], timed: Path | None = None
+                   ) -> None:
+        """``tapt train`` of the base recipe into ``output`` with ``overrides``; ``timed``
+        lies beside the run folder (tapt train wants the folder new)."""
+        tapt("train", str(self.args.recipe), f"data.path={self.args.data}",
+             f"output_dir={output}", "eval.zero_shot=false", *self.args.set, *overrides,
+             timed=timed)
 
     def mined(self, arm: str, seed: int) -> list[str]:
         teacher = ARMS[arm].mined_by
@@ -335,12 +345,11 @@ class Comparison:
         ``remade.json`` (the arms made from it then stand on the remade model)."""
         folder = self.folder(arm, seed)
         staging = folder.with_name(f"{folder.name}.remade")
-        overrides = [*ARMS[arm].overrides, *self.mined(arm, seed), f"training.seed={seed}"]
+        overrides = self.train_overrides(arm, seed)
         print(f"== {arm} seed {seed}: its model is gone (only its record is kept); "
               "training it again", flush=True)
-        summary = trained_summary(staging / "results.json", lambda: tapt(
-            "train", str(self.args.recipe), f"data.path={self.args.data}",
-            f"output_dir={staging}", "eval.zero_shot=false", *self.args.set, *overrides))
+        summary = trained_summary(staging / "results.json",
+                                  lambda: self.tapt_train(staging, overrides))
         folder.mkdir(parents=True, exist_ok=True)
         if clash := sorted(p.name for p in staging.iterdir() if (folder / p.name).exists()):
             raise SystemExit(f"{folder}: already holds {', '.join(clash)}; remove them or "
