@@ -21,6 +21,7 @@ from tapt.retrieval.metrics import METRIC_KEYS as METRICS
 from tapt.util import json_file
 
 PER_QUERY_FILE = "test-float32.json"
+REMADE_FILE = "remade.json"
 
 
 class StoredFileError(ValueError):
@@ -153,6 +154,18 @@ def trained_summary(results: Path, train: Callable[[], object]) -> dict:
         if summary is None:
             raise SystemExit(f"{results}: tapt train exited 0 but its run is not finished")
     return summary
+
+
+def read_remade(path: Path) -> dict:
+    """``remade.json`` of a model trained again: ``metric`` (a name), ``recorded_dev`` in
+    [0, 1] and ``remade_dev`` in [0, 1] or null (the remade run recorded no dev)."""
+    data = read_object(path, "a remade-model record (remade.json of compare_recipes.py)")
+    if not isinstance(data.get("metric"), str):
+        raise StoredFileError(f"{path}: field 'metric': expected the dev metric's name")
+    read_number(path, data, "recorded_dev", high=1.0)
+    if data.get("remade_dev") is not None:
+        read_number(path, data, "remade_dev", high=1.0)
+    return data
 
 
 def read_merge(path: Path, field: str) -> list:

@@ -66,7 +66,16 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from arm_records import METRICS, read_arm, read_gnu_time, read_merge, read_wall, trained_summary
+from arm_records import (
+    METRICS,
+    REMADE_FILE,
+    read_arm,
+    read_gnu_time,
+    read_merge,
+    read_remade,
+    read_wall,
+    trained_summary,
+)
 
 BASELINE = "mnrl"
 
@@ -243,13 +252,14 @@ class Comparison:
         return row
 
     def keep(self, folder: Path) -> None:
-        """Copy an arm's ``arm.json`` and per-query test file to ``--summary`` (committed:
+        """Copy an arm's ``arm.json``, per-query test file and ``remade.json`` (when it was
+        trained again) to ``--summary`` (committed:
         a later session tabulates, and skips, what was measured without the models)."""
         if self.args.summary is None:
             return
         target = self.args.summary / folder.relative_to(self.out)
         target.mkdir(parents=True, exist_ok=True)
-        for name in ("arm.json", "test-float32.json"):
+        for name in ("arm.json", "test-float32.json", REMADE_FILE):
             if (folder / name).is_file():
                 shutil.copyfile(folder / name, target / name)
 
@@ -341,8 +351,9 @@ class Comparison:
     def remake(self, arm: str, seed: int, row: dict) -> None:
         """Train ``arm`` for ``seed`` again into ``seedN.remade`` (resumable), move the run
         into the arm's folder beside its kept record, and check the new run's in-loop best
-        dev against the recorded one: a difference is printed and kept in
-        ``remade.json`` (the arms made from it then stand on the remade model)."""
+        dev against the recorded one. Both figures are kept in ``remade.json`` (copied to
+        ``--summary``; the table notes every remade model, since the arms made from it
+        stand on it), and a difference is printed."""
         folder = self.folder(arm, seed)
         staging = folder.with_name(f"{folder.name}.remade")
         overrides = self.train_overrides(arm, seed)
@@ -360,9 +371,10 @@ class Comparison:
         metric = self.dev_settings().metric
         recorded = (row.get("in_loop_dev") or row["dev"])[metric]
         remade = (summary.get("best dev") or {}).get(metric)
+        (folder / REMADE_FILE).write_text(json.dumps(
+            {"metric": metric, "recorded_dev": recorded, "remade_dev": remade}) + "\n")
+        self.keep(folder)  # the table's note on remade models reads it from --summary
         if remade is None or not math.isclose(remade, recorded, abs_tol=1e-6):
-            (folder / "remade.json").write_text(json.dumps(
-                {"metric": metric, "recorded_dev": recorded, "remade_dev": remade}) + "\n")
             print(f"warning: {arm} seed {seed} trained again scores dev {metric} {remade} "
                   f"against the recorded {recorded:.6f}; the arms made from it use the "
                   f"remade model ({folder / 'remade.json'})", flush=True)
@@ -569,6 +581,33 @@ def runs_minutes(comparison: Comparison, arm: str, seeds: int) -> float | None:
     return total / seeds / 60
 
 
+def remade_note(comparison: Comparison, results: dict[str, list[dict]]) -> str:
+    """One sentence naming the tabulated models trained again in a later session (their
+    ``remade.json``, in ``--out`` or ``--summary``) with the recorded and remade dev; the
+    arms made from them (a second mining round, soups, WiSE-FT) stand on the remade
+    model. Empty when none was."""
+    remade = []
+    for arm, rows in results.items():
+        if arm in ONE_MODEL:
+            continue
+        for seed in comparison.args.seeds[:len(rows)]:
+            relative = comparison.folder(arm, seed).relative_to(comparison.out)
+            places = [comparison.out / relative]
+            if comparison.args.summary is not None:
+                places.append(comparison.args.summary / relative)
+            path = next((p / REMADE_FILE for p in places if (p / REMADE_FILE).is_file()),
+                        None)
+            if path is not None:
+                kept = read_remade(path)
+                now = "no dev" if kept["remade_dev"] is None else f"{kept['remade_dev']:.4f}"
+                remade.append(f"{arm} seed {seed} (dev {kept['recorded_dev']:.4f} recorded, "
+                              f"{now} remade)")
+    if not remade:
+        return ""
+    return ("Trained again in a later session, its row kept from the first run; the arms "
+            f"made from it use the remade model: {'; '.join(remade)}.")
+
+
 def table(comparison: Comparison, results: dict[str, list[dict]], zero: dict | None
           ) -> tuple[str, dict]:
     """Markdown: dev and test (mean ± std over seeds), the paired test against mnrl, the
@@ -623,6 +662,8 @@ def table(comparison: Comparison, results: dict[str, list[dict]], zero: dict | N
              "training (or making) and measuring one seed's model; in brackets the 1-minute "
              "load average when it was made (2 cores); a sweep's minutes include the runs "
              "it picks from or soups.")
+    if remade := remade_note(comparison, results):
+        notes += f"\n\n{remade}"
     data = {"arms": {arm: vars(ARMS[arm]) for arm in results}, "results": results,
             "comparison": comparison_data.to_dict(metric), "verdict": verdict}
     return "\n".join(lines) + f"\n\n{notes}\n\n{verdict}\n", data

@@ -104,7 +104,10 @@ def test_a_gone_source_is_trained_again_and_checked(comparison, capsys):
     (train,) = comparison.calls
     assert train[0] == "train" and f"output_dir={folder}.remade" in train
     assert "training.seed=0" in train
-    assert not (folder / "remade.json").exists()
+    assert json.loads((folder / "remade.json").read_text()) == {
+        "metric": METRIC, "recorded_dev": 0.7, "remade_dev": 0.7}
+    kept_copy = comparison.args.summary / "mnrl" / "seed0" / "remade.json"
+    assert kept_copy.read_bytes() == (folder / "remade.json").read_bytes()
     assert "equal to the recorded" in capsys.readouterr().out
     comparison.trained("mnrl", 0)  # now on disk: not trained a third time
     assert len(comparison.calls) == 1
@@ -139,3 +142,27 @@ def test_a_remake_never_overwrites_what_the_folder_holds(comparison):
     with pytest.raises(SystemExit, match="already holds recipe.yaml"):
         comparison.trained("mnrl", 0)
     assert (folder / "recipe.yaml").read_text() == "the user's"
+
+
+def test_the_table_names_every_remade_model(compare_recipes, comparison):
+    summary = comparison.args.summary
+    comparison.args.seeds = [0, 1]
+    rows = {"mnrl": [write_arm(summary / "mnrl" / f"seed{seed}", 0.7, {"q1": 0.5}, 60)
+                     for seed in (0, 1)]}
+    assert compare_recipes.remade_note(comparison, rows) == ""
+    (summary / "mnrl" / "seed1" / "remade.json").write_text(json.dumps(
+        {"metric": METRIC, "recorded_dev": 0.77110, "remade_dev": 0.77163}))
+    note = compare_recipes.remade_note(comparison, rows)
+    assert "mnrl seed 1 (dev 0.7711 recorded, 0.7716 remade)" in note
+    assert "seed 0" not in note
+
+
+def test_a_damaged_remade_record_is_refused(compare_recipes, comparison):
+    from arm_records import StoredFileError
+
+    summary = comparison.args.summary
+    rows = {"mnrl": [write_arm(summary / "mnrl" / "seed0", 0.7, {"q1": 0.5}, 60)]}
+    (summary / "mnrl" / "seed0" / "remade.json").write_text(json.dumps(
+        {"metric": METRIC, "recorded_dev": 0.7, "remade_dev": 7.1}))
+    with pytest.raises(StoredFileError, match="remade.json: field 'remade_dev'"):
+        compare_recipes.remade_note(comparison, rows)
