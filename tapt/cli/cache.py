@@ -1,6 +1,7 @@
 """``tapt cache ls | prune``: the local-model embedding cache
-(:mod:`tapt.retrieval.embedding_cache`) and the cached Arrow corpora
-(:mod:`tapt.data.arrow_corpus`)."""
+(:mod:`tapt.retrieval.embedding_cache`), the cached Arrow corpora
+(:mod:`tapt.data.arrow_corpus`) and training's scratch folders
+(:mod:`tapt.training.scratch`: listed; prune removes those whose process has ended)."""
 
 from __future__ import annotations
 
@@ -21,9 +22,11 @@ def add_parsers(commands) -> None:
                                               "models and the cached Arrow corpora")
     cache_commands = cache.add_subparsers(dest="cache_command", required=True,
                                           metavar="ACTION", help="ls or prune")
-    for name, text in (("ls", "every cached model and corpus: rows, size, last use"),
+    for name, text in (("ls", ("every cached model and corpus (rows, size, last use) and "
+                               "training's scratch folders")),
                        ("prune", ("delete model keys and corpora unused for N days, then "
-                                  "the least recently used past a size"))):
+                                  "the least recently used past a size, and the scratch "
+                                  "folders of ended training processes"))):
         action = cache_commands.add_parser(name, help=text)
         action.add_argument("--cache-dir", type=Path, default=None,
                             help="embedding cache folder (default: $TAPT_CACHE_DIR/embeddings, "
@@ -75,22 +78,39 @@ def _table(title: str, entries, corpora: bool = False):
     return table
 
 
-def _summary(verb: str, models, corpora) -> str:
-    total = sum(e.bytes for e in [*models, *corpora])
-    return f"{verb}{len(models)} model keys, {len(corpora)} corpora, {total / 1e9:.2f} GB"
+def _scratch_table(title: str, folders):
+    from rich.table import Table
+
+    table = Table(title=title)
+    for column in ("folder", "state", "size"):
+        table.add_column(column, justify="right" if column == "size" else "left")
+    for folder in folders:
+        table.add_row(folder.path.name, folder.state, f"{folder.bytes / 1e9:.2f} GB")
+    return table
+
+
+def _summary(verb: str, models, corpora, scratch) -> str:
+    total = sum(e.bytes for e in [*models, *corpora, *scratch])
+    return (f"{verb}{len(models)} model keys, {len(corpora)} corpora, {len(scratch)} scratch "
+            f"folders, {total / 1e9:.2f} GB")
 
 
 def cmd_cache(args: argparse.Namespace) -> int:
     from tapt.data.arrow_corpus import list_corpus_files
     from tapt.retrieval.embedding_cache import list_entries
+    from tapt.training.scratch import list_scratch, remove_stale, scratch_root
     from tapt.util.cache_entries import prune_entries
 
     root, folder = _root(args), _corpus_folder(args)
     models, corpora = list_entries(root), list_corpus_files(folder)
+    scratch = list_scratch()
     if args.cache_command == "ls":
         terminal.console.print(_table(f"embedding cache {root}", models))
         terminal.console.print(_table(f"corpus cache {folder}", corpora, corpora=True))
-        terminal.console.print(_summary("", models, corpora))
+        terminal.console.print(_scratch_table(f"scratch folders {scratch_root()} (in use: "
+                                              "its training runs; left: its process "
+                                              "ended, prune removes it)", scratch))
+        terminal.console.print(_summary("", models, corpora, scratch))
         return 0
     if args.older_than_days is None and args.max_gb is None:
         raise ValueError("tapt cache prune: give --older-than-days and/or --max-gb")
@@ -101,7 +121,12 @@ def cmd_cache(args: argparse.Namespace) -> int:
     gone_corpora = [e for e in deleted if e.path in corpus_paths]
     terminal.console.print(_table(f"deleted from {root}", gone_models))
     terminal.console.print(_table(f"deleted from {folder}", gone_corpora, corpora=True))
-    terminal.console.print(_summary("deleted ", gone_models, gone_corpora))
+    removed: set[Path] = set()
+    for kind in sorted({f.kind for f in scratch if f.state == "left"}):
+        removed.update(remove_stale(scratch_root(), kind))  # checks each process again
+    gone_scratch = [f for f in scratch if f.path in removed]
+    terminal.console.print(_scratch_table(f"deleted from {scratch_root()}", gone_scratch))
+    terminal.console.print(_summary("deleted ", gone_models, gone_corpora, gone_scratch))
     return 0
 
 

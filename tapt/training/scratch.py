@@ -24,6 +24,7 @@ import socket
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 from tapt.data.arrow_corpus import default_corpus_cache
@@ -40,6 +41,51 @@ def scratch_root() -> Path:
 
 def _host() -> str:
     return "".join(c if c.isalnum() else "_" for c in socket.gethostname()) or "host"
+
+
+@dataclass(frozen=True)
+class ScratchFolder:
+    """One ``KIND-HOST-PID-*`` folder under the scratch root, as ``tapt cache ls`` shows it.
+
+    ``state``: ``in use`` (its process runs on this host), ``left`` (its process on this
+    host has ended: :func:`remove_stale` and ``tapt cache prune`` remove it) or ``other
+    host`` (left to that host)."""
+
+    path: Path
+    kind: str
+    pid: int
+    state: str
+    bytes: int
+
+
+def _size(folder: Path) -> int:
+    """Bytes of the files under ``folder`` (links not followed; vanishing files skipped)."""
+    total = 0
+    for parent, _, files in os.walk(folder):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(parent, name)).st_size
+            except OSError:
+                continue
+    return total
+
+
+def list_scratch(root: Path | None = None) -> list[ScratchFolder]:
+    """The scratch folders under ``root`` (default :func:`scratch_root`) by name; anything
+    else there (not named ``KIND-HOST-PID-*``, a link, a file) is not tapt's and not listed."""
+    root = scratch_root() if root is None else root
+    if not root.is_dir():
+        return []
+    found = []
+    for folder in sorted(root.iterdir()):
+        parts = folder.name.rsplit("-", 3)  # the host has no '-', mkdtemp's suffix neither
+        if len(parts) != 4 or not parts[2].isdigit() or folder.is_symlink() \
+                or not folder.is_dir():
+            continue
+        kind, host, pid = parts[0], parts[1], int(parts[2])
+        state = "other host" if host != _host() else "in use" if pid_alive(pid) else "left"
+        found.append(ScratchFolder(folder, kind, pid, state, _size(folder)))
+    return found
 
 
 def remove_stale(root: Path, kind: str) -> list[Path]:

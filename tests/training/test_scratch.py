@@ -67,3 +67,33 @@ def test_a_file_where_the_cache_should_be_is_refused_naming_it(tmp_path):
             scratch_folder("weak-pairs", in_the_way / "scratch"):
         pass
     assert str(in_the_way) in str(caught.value)
+
+
+def test_listed_folders_say_whose_they_are_and_prune_removes_only_the_left(
+        tmp_path, monkeypatch, capsys):
+    from tapt.cli import main
+    from tapt.training.scratch import list_scratch
+
+    monkeypatch.setenv("TAPT_CACHE_DIR", str(tmp_path / "cache"))
+    root = tmp_path / "cache" / "scratch"
+    ended = root / f"weak-pairs-{_host()}-{dead_pid()}-abc"
+    running = root / f"weak-pairs-{_host()}-{os.getpid()}-def"
+    other_host = root / f"weak-pairs-{_host()}x-{dead_pid()}-ghi"
+    for folder in (ended, running, other_host):
+        (folder / "part").mkdir(parents=True)
+        (folder / "part" / "data.arrow").write_bytes(b"x" * 1000)
+    (root / "notes.txt").write_text("the user's")  # not tapt's: never listed or removed
+    (root / "weak-pairs-backup").mkdir()
+    states = {f.path: (f.state, f.bytes) for f in list_scratch()}
+    assert states == {ended: ("left", 1000), running: ("in use", 1000),
+                      other_host: ("other host", 1000)}
+    folders = ["--cache-dir", str(tmp_path / "e"), "--corpus-cache", str(tmp_path / "c")]
+    assert main(["cache", "ls", *folders]) == 0
+    listed = " ".join(capsys.readouterr().out.split())
+    assert ended.name in listed and "0 model keys, 0 corpora, 3 scratch folders" in listed
+    assert main(["cache", "prune", *folders, "--older-than-days", "30"]) == 0
+    assert "deleted 0 model keys, 0 corpora, 1 scratch folders" in \
+        " ".join(capsys.readouterr().out.split())
+    assert not ended.exists() and running.exists() and other_host.exists()
+    assert (root / "notes.txt").read_text() == "the user's"
+    assert (root / "weak-pairs-backup").is_dir()
