@@ -19,7 +19,10 @@ At FormBench's size (a million passages of ~5 KB) the pairs are a corpus again: 
 Python lists and copied into an in-memory Arrow table they would take ~10 GB.
 :func:`weak_pairs_dataset` therefore streams them into Arrow files with datasets' own
 writer (``Dataset.from_generator``, a batch at a time) in a scratch folder that training
-removes at its end (:mod:`tapt.training.scratch`), and training reads them memory-mapped;
+removes at its end (:mod:`tapt.training.scratch`), and training reads them memory-mapped.
+Before writing, the pairs' size is estimated from a seeded sample of passages and checked
+against the folder's free space (times the processes of this host, each building its
+own), so a full disk stops the run before training, naming the folder;
 nothing is read back from an earlier run (each build gets a fresh fingerprint, which also
 keeps datasets from hashing the generator, and with it the whole corpus).
 
@@ -31,6 +34,7 @@ splitter (nltk and spaCy are not among them) and the pairs need no linguistic pr
 from __future__ import annotations
 
 import itertools
+import os
 import random
 import re
 import uuid
@@ -48,6 +52,10 @@ MIN_SENTENCES = 3
 NO_PAIR = ("data.weak_pairs: no passage gives a weak pair (titles missing, or passages of "
            f"fewer than {MIN_SENTENCES} sentences for ict)")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9])")
+SIZE_SAMPLE = 1000
+"""Passages read to estimate the pairs' size on disk (:func:`weak_pairs_bytes`)."""
+ROW_OVERHEAD = 16
+"""Bytes per pair beyond its text in an Arrow file (two 64-bit string offsets)."""
 
 
 def sentences(text: str) -> list[str]:
@@ -110,6 +118,27 @@ def weak_pairs(corpus: Mapping[str, Passage], kind: WeakKind, *, count: int | No
     return pairs
 
 
+def weak_pairs_bytes(corpus: Mapping[str, Passage], count: int | None = None,
+                     seed: int = 0) -> int:
+    """About the bytes the weak pairs take in Arrow files: a pair holds its passage's text
+    about once (query + positive: title + text, or a sentence + the rest), so the UTF-8 size
+    of a seeded sample of :data:`SIZE_SAMPLE` passages, scaled to the pairs made (``count``
+    or one per passage), plus :data:`ROW_OVERHEAD` per pair."""
+    ids = list(corpus)
+    if not ids:
+        return 0
+    sample = random.Random(seed).sample(ids, min(len(ids), SIZE_SAMPLE))
+    text = sum(len(corpus[i].title.encode()) + len(corpus[i].text.encode()) for i in sample)
+    pairs = len(ids) if count is None else min(count, len(ids))
+    return int(text / len(sample) * pairs) + ROW_OVERHEAD * pairs
+
+
+def processes_on_this_host() -> int:
+    """The training processes of this host (torchrun's ``LOCAL_WORLD_SIZE``, else 1)."""
+    value = os.environ.get("LOCAL_WORLD_SIZE", "1")
+    return int(value) if value.isdigit() and int(value) > 0 else 1
+
+
 def weak_pairs_dataset(corpus: Mapping[str, Passage], kind: WeakKind, *, folder: Path,
                        count: int | None = None, seed: int = 0):
     """The pairs of :func:`iter_weak_pairs` as a ``Dataset`` of ``query`` and ``positive``,
@@ -118,9 +147,18 @@ def weak_pairs_dataset(corpus: Mapping[str, Passage], kind: WeakKind, *, folder:
 
     Raises:
         ValueError: no passage gives a pair (no titles, or too few sentences for ``ict``).
+        DiskSpaceError: ``folder``'s disk has no room for the pairs of every process of
+            this host (:func:`weak_pairs_bytes`); nothing is written.
     """
     from datasets import Dataset, Features, Value
 
+    from tapt.util.files import ensure_free_space
+
+    ranks = processes_on_this_host()
+    ensure_free_space(folder, weak_pairs_bytes(corpus, count, seed) * ranks,
+                      f"the weak pairs (data.weak_pairs: {kind}"
+                      + (f", {ranks} processes on this host" if ranks > 1 else "") + ")",
+                      advice="free some space or set TAPT_CACHE_DIR to a larger disk")
     pairs = iter_weak_pairs(corpus, kind, count=count, seed=seed)
     first = next(pairs, None)  # one pass over the corpus: the first pair, then the rest
     if first is None:

@@ -131,9 +131,10 @@ def unwritable_reason(folder: str | os.PathLike) -> str | None:
 
 
 def ensure_free_space(path: str | os.PathLike, needed: int, what: str,
-                      headroom: float = 1.1) -> None:
+                      headroom: float = 1.1,
+                      advice: str = "free some space or choose another output_dir") -> None:
     """Raise :class:`DiskSpaceError` unless ``path``'s filesystem has room for ``needed``
-    bytes (times ``headroom``)."""
+    bytes (times ``headroom``); the message ends with ``advice``."""
     folder = Path(path)
     while not folder.exists() and folder != folder.parent:
         folder = folder.parent
@@ -141,8 +142,7 @@ def ensure_free_space(path: str | os.PathLike, needed: int, what: str,
     if free < needed * headroom:
         raise DiskSpaceError(f"not enough disk space for {what}: it needs about "
                              f"{human(needed * headroom)} at {Path(path)}, and "
-                             f"{human(free)} is free there; free some space or choose "
-                             "another output_dir")
+                             f"{human(free)} is free there; {advice}")
 
 
 def human(size: float) -> str:

@@ -134,3 +134,32 @@ def test_building_the_pairs_never_hashes_the_corpus(tmp_path, monkeypatch):
     monkeypatch.setattr(datasets.fingerprint.Hasher, "hash", staticmethod(recording))
     weak_pairs_dataset(corpus(5), "title", folder=tmp_path)
     assert hashed and set(hashed) == {"str"}
+
+
+def test_the_size_estimate_scales_the_sample_to_the_pairs_made():
+    from tapt.data.weak_pairs import ROW_OVERHEAD, weak_pairs_bytes
+
+    passages = {f"p{i}": Passage(text="é" * 99, title="t") for i in range(3000)}
+    per_pair = 1 + 2 * 99 + ROW_OVERHEAD  # UTF-8 bytes: 'é' is two
+    assert weak_pairs_bytes(passages) == 3000 * per_pair
+    assert weak_pairs_bytes(passages, count=800) == 800 * per_pair
+    assert weak_pairs_bytes({}) == 0
+
+
+def test_a_disk_without_room_for_the_pairs_stops_before_writing(tmp_path, monkeypatch):
+    import shutil
+    from collections import namedtuple
+
+    from tapt.util.files import DiskSpaceError
+
+    usage = namedtuple("usage", "total used free")
+    monkeypatch.setattr(shutil, "disk_usage", lambda _: usage(10**9, 10**9 - 5000, 5000))
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+    passages = {f"p{i}": Passage(text="x" * 100, title="Title") for i in range(20)}
+    with pytest.raises(DiskSpaceError) as caught:  # 2 processes x 20 x 121 B > 5000 B
+        weak_pairs_dataset(passages, "title", folder=tmp_path)
+    message = str(caught.value)
+    assert str(tmp_path) in message and "2 processes" in message
+    assert "TAPT_CACHE_DIR" in message and list(tmp_path.iterdir()) == []
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "1")  # 2,420 B fit
+    assert len(weak_pairs_dataset(passages, "title", folder=tmp_path)) == 20
