@@ -119,14 +119,23 @@ def base_model_of(name_or_path: str) -> str:
     return base_of(name_or_path)[0]
 
 
+_HINTS_WARNED: set[tuple[str, str]] = set()
+"""(problem, fallback) pairs :func:`read_record_hint` has warned of in this process."""
+
+
 def read_record_hint(name_or_path: str, fallback: str) -> dict[str, Any] | None:
     """The checked record where it is only a hint (what to label a result, which backend
     to expect, the base model to name): a bad one is logged as a warning that says what
-    happens instead (``fallback``) and counts as none, so the caller goes on without it."""
+    happens instead (``fallback``) and counts as none, so the caller goes on without it.
+    The same problem with the same fallback is warned of once per process (a table reads
+    one model's record for each of its result files); later reads log it at debug level."""
     try:
         return read_preset_record(name_or_path)
     except (OSError, ValueError) as err:  # PresetRecordError, or a path that cannot resolve
-        logger.warning("%s; %s", err, fallback)
+        said = (str(err), fallback)
+        level = logging.DEBUG if said in _HINTS_WARNED else logging.WARNING
+        _HINTS_WARNED.add(said)
+        logger.log(level, "%s; %s", err, fallback)
         return None
 
 
