@@ -118,7 +118,7 @@ def read_system(spec: str) -> SystemRun:
     evaluated = data["evaluated"]
     split = evaluated.get("split")
     if not isinstance(split, str):
-        raise ValueError(f"{path}: field 'evaluated.split': expected the split's name")
+        raise ValueError(f"{path}: field 'evaluated.split': expected the split's name")  # noqa: TRY004
     label = name or Path(str(evaluated.get("model", path))).name or str(path)
     return SystemRun(name=label, source=str(path), split=split, depth=depth, ranking=ranking,
                      per_query=per_query, key=data_key(data, str(path)))
@@ -258,9 +258,9 @@ def render_markdown(cases: Sequence[Case], systems: Sequence[SystemRun],
         raise ValueError(f"metric must be one of {METRIC_KEYS}, got {metric!r}")
     split = systems[0].split
     lines = [f"# Case studies: {', '.join(s.name for s in systems)}", "",
-             f"{dataset.source} ({split} split); relevant: {dataset.rule.describe()}. "
+             (f"{dataset.source} ({split} split); relevant: {dataset.rule.describe()}. "
              "Queries where the systems disagree most (spread of 1 / rank of the first "
-             "relevant passage).", ""]
+             "relevant passage)."), ""]
     for case in cases:
         judged = dataset.split(split)[case.query_id]
         relevant = sorted(relevant_passages(dataset, split, case.query_id))
@@ -275,8 +275,8 @@ def render_markdown(cases: Sequence[Case], systems: Sequence[SystemRun],
             lines.append(f"| {system.name} | {rank_text(case.ranks[system.name], system.depth)}"
                          f" | {shown} |")
         first = relevant[0]
-        lines += ["", f"Relevant passage `{first}`: "
-                      f"{cut(dataset.corpus[first].as_text(), chars)}", ""]
+        lines += ["", (f"Relevant passage `{first}`: "
+                      f"{cut(dataset.corpus[first].as_text(), chars)}"), ""]
         for system in systems:
             lines += [f"### {system.name}: top {passages}", "",
                       "| rank | passage | grade | score | text |", "|---:|---|---:|---:|---|"]

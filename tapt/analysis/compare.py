@@ -152,8 +152,8 @@ class BaselineTests:
             return [f"no other system shares a corpus with {self.baseline}: nothing tested"]
         if not any(v.significant for by in by_corpus.values() for v in by.values()):
             every = [v for by in by_corpus.values() for v in by.values()]
-            return [f"no system differs significantly from {self.baseline} (p (Holm) < "
-                    f"{ALPHA}); {detectable_range(every)}"]
+            return [(f"no system differs significantly from {self.baseline} (p (Holm) < "
+                    f"{ALPHA}); {detectable_range(every)}")]
         return [f"{corpus}: no system differs significantly from {self.baseline}; "
                 f"{detectable_range(list(by.values()))}"
                 for corpus, by in by_corpus.items() if not any(v.significant

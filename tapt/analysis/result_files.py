@@ -71,10 +71,10 @@ def read_result(path: str | os.PathLike) -> dict:
     fingerprint = data["evaluated"].get("data_fingerprint")
     fingerprint = {} if fingerprint is None else fingerprint  # null: none recorded
     if not isinstance(fingerprint, dict):
-        raise ValueError(f"{path}: field 'evaluated.data_fingerprint': expected an object")
+        raise ValueError(f"{path}: field 'evaluated.data_fingerprint': expected an object")  # noqa: TRY004
     for key in ("corpus", "queries", "qrels", "sub_corpus"):
         if not isinstance(fingerprint.get(key), str | None):
-            raise ValueError(f"{path}: field 'evaluated.data_fingerprint.{key}': expected a "
+            raise ValueError(f"{path}: field 'evaluated.data_fingerprint.{key}': expected a "  # noqa: TRY004
                              "hex digest or null")
     return data
 

@@ -49,12 +49,12 @@ class CarvedSplit:
                 "ids_digest": self.ids_digest}
 
 
-def carve_size(size: int | float, available: int) -> int:
+def carve_size(size: float, available: int) -> int:
     """Queries to carve: ``size`` itself when a whole number, else that fraction of
     ``available`` (rounded, at least 1). Raises ValueError when nothing would be left to
     train on."""
     if isinstance(size, bool):
-        raise ValueError("expected a number of queries or a fraction, got a boolean")
+        raise ValueError("expected a number of queries or a fraction, got a boolean")  # noqa: TRY004
     count = size if isinstance(size, int) else max(1, round(size * available))
     if isinstance(size, float) and not 0.0 < size < 1.0:
         raise ValueError(f"a fraction must be in (0, 1), got {size}")
@@ -83,7 +83,7 @@ def ids_digest(query_ids) -> str:
     return hashlib.blake2b(text.encode("utf-8"), digest_size=16).hexdigest()
 
 
-def carve_dev(dataset: BeirDataset, *, size: int | float, seed: int = 0,
+def carve_dev(dataset: BeirDataset, *, size: float, seed: int = 0,
               source_split: str = "train", split: str = "dev") -> BeirDataset:
     """A copy of ``dataset`` whose ``split`` holds ``size`` queries (a count, or a fraction
     of the eligible ones) carved from ``source_split``, which keeps the rest; its ``carved``

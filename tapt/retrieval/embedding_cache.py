@@ -190,7 +190,7 @@ class EmbeddingCache:
         """Release the folder's lock (``tapt cache prune`` may delete it again)."""
         self.in_use.release()
 
-    def __enter__(self) -> EmbeddingCache:
+    def __enter__(self) -> EmbeddingCache:  # noqa: PYI034
         return self
 
     def __exit__(self, *exc) -> None:

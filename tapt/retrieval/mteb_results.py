@@ -25,6 +25,7 @@ import functools
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import ClassVar
 
 from tapt.data.beir import BeirDataset, load_beir_folder, strictness
 from tapt.retrieval.metrics import Run, trec_ranking
@@ -60,7 +61,7 @@ def _base_class():
     class LocalBeirRetrieval(AbsTaskRetrieval):
         """An MTEB retrieval task over data tapt loaded (``split_data``: one split)."""
 
-        split_data: dict = {}
+        split_data: ClassVar[dict] = {}  # each task's subclass sets it (local_task)
 
         def load_data(self, num_proc: int | None = None, **kwargs) -> None:
             from datasets import Dataset

@@ -151,8 +151,8 @@ def soup_card_lines(soup: dict) -> list[str]:
            "A **greedy soup** (Wortsman et al., 2022, Algorithm 1): the runs sorted by their "
            "own best dev metric, each added if the mean with it scored at least as well on "
            "dev as without it.")
-    lines = ["### Soup", "", how, "", f"Dev {metric} of the exported soup: "
-             f"{soup['dev'][metric]:.4f}."]
+    lines = ["### Soup", "", how, "", (f"Dev {metric} of the exported soup: "
+             f"{soup['dev'][metric]:.4f}.")]
     if soup["steps"]:
         lines += ["", f"| step | run tried | dev {metric} | kept |", "|---:|---|---:|---|"]
         lines += [f"| {i} | `{Path(step['ingredient']).name}` | {step['dev'][metric]:.4f} | "

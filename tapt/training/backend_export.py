@@ -342,21 +342,21 @@ def export_card(spec, settings: ExportSettings, record: dict, license_id: str | 
             ("conversion", settings.conversion()),
             ("weights file", weights),
             ("pooling, prompts, maximum length",
-             f"{record['pooling']}, query {record['query_prompt']!r} / document "
-             f"{record['document_prompt']!r}, {record['max_seq_length']}"),
+             (f"{record['pooling']}, query {record['query_prompt']!r} / document "
+             f"{record['document_prompt']!r}, {record['max_seq_length']}")),
             ("made with", versions)]
     lines = ["---", card.to_yaml(), "---", "", f"# {title}", "",
-             f"`{source}` converted with `tapt export` for CPU serving through "
+             (f"`{source}` converted with `tapt export` for CPU serving through "
              "sentence-transformers' backend functions; the embeddings are the source "
              "model's up to the conversion's rounding (int8 and O4 change them most: "
-             "evaluate before serving).", "", "| | |", "|---|---|"]
+             "evaluate before serving)."), "", "| | |", "|---|---|"]
     lines += [f"| {key} | {value} |" for key, value in rows]
     lines += ["", "### How to load", "", "```python",
               "from sentence_transformers import SentenceTransformer", "",
               f'model = SentenceTransformer("PATH_OR_REPO_ID", backend="{settings.backend}")',
               'queries = model.encode_query(["Which binder does the primer use?"])',
-              'passages = model.encode_document(["The primer comprises a polyvinyl acetate '
-              'binder ..."])', "scores = model.similarity(queries, passages)", "```", "",
-              f"Evaluate it with `tapt eval --model PATH --backend {settings.backend} --data "
-              "DATA --split test`.", ""]
+              ('passages = model.encode_document(["The primer comprises a polyvinyl acetate '
+              'binder ..."])'), "scores = model.similarity(queries, passages)", "```", "",
+              (f"Evaluate it with `tapt eval --model PATH --backend {settings.backend} --data "
+              "DATA --split test`."), ""]
     return "\n".join(lines)

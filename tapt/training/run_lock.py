@@ -127,7 +127,7 @@ class RunLock:
             if old_fd is not None:
                 os.close(old_fd)
 
-    def __enter__(self) -> RunLock:
+    def __enter__(self) -> RunLock:  # noqa: PYI034
         return self.acquire()
 
     def __exit__(self, *exc) -> None:

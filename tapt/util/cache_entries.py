@@ -82,7 +82,7 @@ class InUse:
             os.close(self.fd)
             self.fd = None
 
-    def __enter__(self) -> InUse:
+    def __enter__(self) -> InUse:  # noqa: PYI034
         return self.acquire()
 
     def __exit__(self, *exc) -> None:
