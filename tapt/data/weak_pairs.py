@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Literal
 
 from tapt.data.beir import Passage
+from tapt.util.files import ensure_free_space
 
 WeakKind = Literal["title", "ict"]
 KEEP_SENTENCE = 0.1
@@ -151,8 +152,6 @@ def weak_pairs_dataset(corpus: Mapping[str, Passage], kind: WeakKind, *, folder:
             this host (:func:`weak_pairs_bytes`); nothing is written.
     """
     from datasets import Dataset, Features, Value
-
-    from tapt.util.files import ensure_free_space
 
     ranks = processes_on_this_host()
     ensure_free_space(folder, weak_pairs_bytes(corpus, count, seed) * ranks,
