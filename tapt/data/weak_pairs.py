@@ -56,7 +56,8 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9])")
 SIZE_SAMPLE = 1000
 """Passages read to estimate the pairs' size on disk (:func:`weak_pairs_bytes`)."""
 ROW_OVERHEAD = 16
-"""Bytes per pair beyond its text in an Arrow file (two 64-bit string offsets)."""
+"""Bytes per pair beyond its text in an Arrow file: two 32-bit string offsets (8 B) and
+as much again for validity bitmaps and batch framing, so the estimate errs high."""
 
 
 def sentences(text: str) -> list[str]:
@@ -119,25 +120,37 @@ def weak_pairs(corpus: Mapping[str, Passage], kind: WeakKind, *, count: int | No
     return pairs
 
 
-def weak_pairs_bytes(corpus: Mapping[str, Passage], count: int | None = None,
+def weak_pairs_bytes(corpus: Mapping[str, Passage], kind: WeakKind, count: int | None = None,
                      seed: int = 0) -> int:
-    """About the bytes the weak pairs take in Arrow files: a pair holds its passage's text
-    about once (query + positive: title + text, or a sentence + the rest), so the UTF-8 size
-    of a seeded sample of :data:`SIZE_SAMPLE` passages, scaled to the pairs made (``count``
-    or one per passage), plus :data:`ROW_OVERHEAD` per pair."""
+    """About the bytes the weak pairs take in Arrow files: the pairs of a seeded sample of
+    :data:`SIZE_SAMPLE` passages are made, their UTF-8 size per pair is scaled to the pairs
+    the corpus gives (the sample's share of passages that give one, capped by ``count``),
+    plus :data:`ROW_OVERHEAD` per pair. 0 when no sampled passage gives a pair."""
     ids = list(corpus)
     if not ids:
         return 0
-    sample = random.Random(seed).sample(ids, min(len(ids), SIZE_SAMPLE))
-    text = sum(len(corpus[i].title.encode()) + len(corpus[i].text.encode()) for i in sample)
-    pairs = len(ids) if count is None else min(count, len(ids))
-    return int(text / len(sample) * pairs) + ROW_OVERHEAD * pairs
+    rng = random.Random(seed)
+    sample = rng.sample(ids, min(len(ids), SIZE_SAMPLE))
+    made = [title_pair(corpus[i]) if kind == "title" else ict_pair(corpus[i], rng)
+            for i in sample]
+    sizes = [len(query.encode()) + len(positive.encode())
+             for query, positive in (pair for pair in made if pair is not None)]
+    if not sizes:
+        return 0
+    pairs = round(len(ids) * len(sizes) / len(sample))
+    if count is not None:
+        pairs = min(count, pairs)
+    return round(sum(sizes) / len(sizes) * pairs) + ROW_OVERHEAD * pairs
 
 
 def processes_on_this_host() -> int:
     """The training processes of this host (torchrun's ``LOCAL_WORLD_SIZE``, else 1)."""
     value = os.environ.get("LOCAL_WORLD_SIZE", "1")
-    return int(value) if value.isdigit() and int(value) > 0 else 1
+    try:
+        processes = int(value)
+    except ValueError:
+        return 1
+    return max(processes, 1)
 
 
 def weak_pairs_dataset(corpus: Mapping[str, Passage], kind: WeakKind, *, folder: Path,
@@ -154,7 +167,7 @@ def weak_pairs_dataset(corpus: Mapping[str, Passage], kind: WeakKind, *, folder:
     from datasets import Dataset, Features, Value
 
     ranks = processes_on_this_host()
-    ensure_free_space(folder, weak_pairs_bytes(corpus, count, seed) * ranks,
+    ensure_free_space(folder, weak_pairs_bytes(corpus, kind, count, seed) * ranks,
                       f"the weak pairs (data.weak_pairs: {kind}"
                       + (f", {ranks} processes on this host" if ranks > 1 else "") + ")",
                       advice="free some space or set TAPT_CACHE_DIR to a larger disk")

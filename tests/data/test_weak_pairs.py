@@ -141,9 +141,35 @@ def test_the_size_estimate_scales_the_sample_to_the_pairs_made():
 
     passages = {f"p{i}": Passage(text="é" * 99, title="t") for i in range(3000)}
     per_pair = 1 + 2 * 99 + ROW_OVERHEAD  # UTF-8 bytes: 'é' is two
-    assert weak_pairs_bytes(passages) == 3000 * per_pair
-    assert weak_pairs_bytes(passages, count=800) == 800 * per_pair
-    assert weak_pairs_bytes({}) == 0
+    assert weak_pairs_bytes(passages, "title") == 3000 * per_pair
+    assert weak_pairs_bytes(passages, "title", count=800) == 800 * per_pair
+    assert weak_pairs_bytes({}, "title") == 0
+
+
+def test_the_size_estimate_counts_only_passages_that_give_a_pair():
+    from tapt.data.weak_pairs import ROW_OVERHEAD, weak_pairs_bytes
+
+    # 500 passages (all sampled) of different lengths; only the even ones have a title
+    passages = {f"p{i}": Passage(text="x" * (10 + i), title="T" if i % 2 == 0 else "")
+                for i in range(500)}
+    titled = [i for i in range(500) if i % 2 == 0]
+    assert weak_pairs_bytes(passages, "title") == sum(1 + 10 + i for i in titled) \
+        + ROW_OVERHEAD * len(titled)
+    no_sentences = {f"p{i}": Passage(text="one short line", title="T") for i in range(50)}
+    assert weak_pairs_bytes(no_sentences, "ict") == 0  # so the clearer NO_PAIR error wins
+
+
+def test_the_size_estimate_covers_the_arrow_files_written(tmp_path):
+    from tapt.data.weak_pairs import weak_pairs_bytes
+
+    text = " ".join(f"Sentence {k} of this passage says a little." for k in range(6))
+    passages = {f"p{i}": Passage(text=text, title=f"Title {i}") for i in range(3000)}
+    for kind in ("title", "ict"):
+        folder = tmp_path / kind
+        assert len(weak_pairs_dataset(passages, kind, folder=folder)) == 3000
+        written = sum(path.stat().st_size for path in folder.rglob("*.arrow"))
+        estimate = weak_pairs_bytes(passages, kind)
+        assert written <= estimate <= 1.5 * written, (kind, written, estimate)
 
 
 def test_a_disk_without_room_for_the_pairs_stops_before_writing(tmp_path, monkeypatch):
