@@ -19,7 +19,8 @@ from tapt.cli.options import (
 def add_parsers(commands) -> None:
     """``tapt cache ls`` and ``tapt cache prune``."""
     cache = commands.add_parser("cache", help="list or prune the embedding cache of local "
-                                              "models and the cached Arrow corpora")
+                                              "models, the cached Arrow corpora and "
+                                              "training's scratch folders")
     cache_commands = cache.add_subparsers(dest="cache_command", required=True,
                                           metavar="ACTION", help="ls or prune")
     for name, text in (("ls", ("every cached model and corpus (rows, size, last use) and "
@@ -39,7 +40,9 @@ def add_parsers(commands) -> None:
                                 help="delete what was not used for this many days")
             action.add_argument("--max-gb", type=cache_gb, default=None,
                                 help="then keep at most this many GB in both together (least "
-                                     "recently used go first)")
+                                     "recently used go first; scratch folders are not "
+                                     "counted: those of ended processes are removed "
+                                     "whatever their age or size)")
 
 
 def _root(args: argparse.Namespace) -> Path:
@@ -126,6 +129,11 @@ def cmd_cache(args: argparse.Namespace) -> int:
         removed.update(remove_stale(scratch_root(), kind))  # checks each process again
     gone_scratch = [f for f in scratch if f.path in removed]
     terminal.console.print(_scratch_table(f"deleted from {scratch_root()}", gone_scratch))
+    if stuck := [f.path.name for f in scratch if f.state == "left" and f.path not in removed
+                 and f.path.exists()]:
+        terminal.console.print(f"could not remove {len(stuck)} scratch folder(s) left by "
+                               f"ended processes (no permission?): {', '.join(stuck)}",
+                               markup=False, highlight=False)
     terminal.console.print(_summary("deleted ", gone_models, gone_corpora, gone_scratch))
     return 0
 

@@ -72,12 +72,17 @@ def _size(folder: Path) -> int:
 
 def list_scratch(root: Path | None = None) -> list[ScratchFolder]:
     """The scratch folders under ``root`` (default :func:`scratch_root`) by name; anything
-    else there (not named ``KIND-HOST-PID-*``, a link, a file) is not tapt's and not listed."""
+    else there (not named ``KIND-HOST-PID-*``, a link, a file) is not tapt's and not listed.
+    A folder is "left" when no process of its PID runs on this host: containers that share
+    a host name and cache volume but not a PID namespace would see each other's as left."""
     root = scratch_root() if root is None else root
-    if not root.is_dir():
+    try:
+        entries = sorted(root.iterdir()) if root.is_dir() else []
+    except OSError as err:  # an unreadable root: the other caches are still listed
+        logger.warning("cannot list the scratch folders in %s: %s", root, err)
         return []
     found = []
-    for folder in sorted(root.iterdir()):
+    for folder in entries:
         parts = folder.name.rsplit("-", 3)  # the host has no '-', mkdtemp's suffix neither
         if len(parts) != 4 or not parts[2].isdigit() or folder.is_symlink() \
                 or not folder.is_dir():

@@ -97,3 +97,43 @@ def test_listed_folders_say_whose_they_are_and_prune_removes_only_the_left(
     assert not ended.exists() and running.exists() and other_host.exists()
     assert (root / "notes.txt").read_text() == "the user's"
     assert (root / "weak-pairs-backup").is_dir()
+
+
+def test_an_unreadable_scratch_root_still_lists_the_other_caches(tmp_path, monkeypatch,
+                                                                 caplog):
+    from pathlib import Path
+
+    from tapt.cli import main
+    from tapt.training.scratch import list_scratch
+
+    monkeypatch.setenv("TAPT_CACHE_DIR", str(tmp_path / "cache"))
+    root = tmp_path / "cache" / "scratch"
+    root.mkdir(parents=True)
+    original = Path.iterdir
+
+    def refused(self):
+        if self == root:
+            raise PermissionError(13, "Permission denied", str(self))
+        return original(self)
+    monkeypatch.setattr(Path, "iterdir", refused)  # (chmod does not stop root, who runs CI)
+    with caplog.at_level(logging.WARNING, logger="tapt"):
+        assert list_scratch() == []
+    assert str(root) in caplog.text and "Permission denied" in caplog.text
+    folders = ["--cache-dir", str(tmp_path / "e"), "--corpus-cache", str(tmp_path / "c")]
+    assert main(["cache", "ls", *folders]) == 0
+
+
+def test_prune_names_the_left_folders_it_could_not_remove(tmp_path, monkeypatch, capsys):
+    import shutil
+
+    from tapt.cli import main
+
+    monkeypatch.setenv("TAPT_CACHE_DIR", str(tmp_path / "cache"))
+    ended = tmp_path / "cache" / "scratch" / f"weak-pairs-{_host()}-{dead_pid()}-abc"
+    ended.mkdir(parents=True)
+    monkeypatch.setattr(shutil, "rmtree", lambda *args, **kwargs: None)  # e.g. another
+    folders = ["--cache-dir", str(tmp_path / "e"), "--corpus-cache", str(tmp_path / "c")]
+    assert main(["cache", "prune", *folders, "--older-than-days", "30"]) == 0  # user's
+    said = " ".join(capsys.readouterr().out.split())
+    assert "could not remove 1 scratch folder(s)" in said and ended.name in said
+    assert "deleted 0 model keys, 0 corpora, 0 scratch folders" in said
