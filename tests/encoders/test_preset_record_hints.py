@@ -5,7 +5,16 @@ from __future__ import annotations
 
 import logging
 
+import pytest
+
+from tapt.encoders import preset_record
 from tapt.encoders.preset_record import read_record_hint
+
+
+@pytest.fixture(autouse=True)
+def no_hint_warned_yet(monkeypatch):
+    """Each test starts with no hint warned of (the set lives for the process)."""
+    monkeypatch.setattr(preset_record, "_HINTS_WARNED", set())
 
 
 def warnings_of(caplog) -> list[str]:
