@@ -361,6 +361,12 @@ class Comparison:
               "training it again", flush=True)
         summary = trained_summary(staging / "results.json",
                                   lambda: self.tapt_train(staging, overrides))
+        metric = self.dev_settings().metric
+        recorded = (row.get("in_loop_dev") or row["dev"])[metric]
+        remade = (summary.get("best dev") or {}).get(metric)
+        # written before the move, so a run moved into place always carries its note
+        (staging / REMADE_FILE).write_text(json.dumps(
+            {"metric": metric, "recorded_dev": recorded, "remade_dev": remade}) + "\n")
         folder.mkdir(parents=True, exist_ok=True)
         if clash := sorted(p.name for p in staging.iterdir() if (folder / p.name).exists()):
             raise SystemExit(f"{folder}: already holds {', '.join(clash)}; remove them or "
@@ -368,11 +374,6 @@ class Comparison:
         for entry in staging.iterdir():
             entry.rename(folder / entry.name)
         staging.rmdir()
-        metric = self.dev_settings().metric
-        recorded = (row.get("in_loop_dev") or row["dev"])[metric]
-        remade = (summary.get("best dev") or {}).get(metric)
-        (folder / REMADE_FILE).write_text(json.dumps(
-            {"metric": metric, "recorded_dev": recorded, "remade_dev": remade}) + "\n")
         self.keep(folder)  # the table's note on remade models reads it from --summary
         if remade is None or not math.isclose(remade, recorded, abs_tol=1e-6):
             print(f"warning: {arm} seed {seed} trained again scores dev {metric} {remade} "
