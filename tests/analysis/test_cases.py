@@ -76,14 +76,14 @@ def test_stored_ranking_is_the_trec_run(results):
     stored = json.loads((results / "tiny.json").read_text())["ranking"]["queries"]
     trec: dict[str, list[str]] = {}
     for line in (results / "tiny.trec").read_text().splitlines():
-        query_id, _, doc_id, rank, _, _ = line.split()
+        query_id, _, doc_id, _, _, _ = line.split()
         trec.setdefault(query_id, []).append(doc_id)
     assert {q: [doc for doc, _ in rows] for q, rows in stored.items()} == trec
 
 
 def test_one_query_shows_the_stored_top_passages(results, synth_path, tmp_path, capsys):
     tiny = json.loads((results / "tiny.json").read_text())
-    query_id = sorted(tiny["ranking"]["queries"])[0]
+    query_id = min(tiny["ranking"]["queries"])
     assert main(["cases", f"tiny={results / 'tiny.json'}", f"bm25={results / 'bm25.json'}",
                  "--data", str(synth_path), "--query", query_id, "--passages", "4",
                  "--chars", "40"]) == 0
@@ -93,7 +93,7 @@ def test_one_query_shows_the_stored_top_passages(results, synth_path, tmp_path, 
     ids = re.findall(r"^\| \d+ \| `([^`]+)`", section, flags=re.MULTILINE)
     assert ids == [doc for doc, _ in tiny["ranking"]["queries"][query_id][:4]]
     texts = [line.rsplit("|", 2)[1].strip() for line in section.splitlines()
-             if line.startswith("| 1 ") or line.startswith("| 2 ")]
+             if line.startswith(("| 1 ", "| 2 "))]
     assert all(len(text) <= 42 for text in texts)  # cut to --chars (plus " …")
 
 

@@ -218,9 +218,9 @@ def test_the_export_puts_the_converted_file_in_place_and_describes_it(
     from sentence_transformers import SentenceTransformer
     from sentence_transformers import backend as st_backend
 
-    import tapt.encoders.factory as factory
-    import tapt.training.backend_export as backend_export
+    from tapt.encoders import factory
     from tapt.encoders.loading import ModelSpec
+    from tapt.training import backend_export
 
     calls = []
 

@@ -357,7 +357,7 @@ def test_ctrl_c_says_where_to_resume_and_exits_130(make_recipe):
     process = subprocess.Popen([sys.executable, "-m", "tapt", "train", str(recipe_file)],
                                env={**ENV, "COLUMNS": "10000"}, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True,
-                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # noqa: PLW1509
     marker = output / "checkpoints" / "checkpoint-2" / "tapt-complete.json"
     deadline = time.monotonic() + 300
     while not marker.is_file() and process.poll() is None and time.monotonic() < deadline:
