@@ -53,8 +53,8 @@ record_file.with_name(f"{record_file.stem}{rank}.json").write_text(json.dumps(re
 dist.destroy_process_group()
 # Leave without interpreter finalization: with FSDP2 on gloo, about one run in twenty
 # aborted *after* destroy_process_group and the atexit handlers ("terminate called without
-# an active exception", SIGABRT, torch 2.13 CPU), when finalization destroyed a torch
-# thread still joinable. Everything this worker records is written and flushed above.
+# an active exception", SIGABRT, torch 2.13 CPU: the C++ runtime's message for a
+# std::thread destroyed while still joinable). Everything it records is written above.
 sys.stdout.flush()
 sys.stderr.flush()
 os._exit(0)
