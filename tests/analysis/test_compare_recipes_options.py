@@ -17,14 +17,18 @@ def compare_recipes(benchmark_module):
     return benchmark_module("compare_recipes")
 
 
-def _recipe(*overrides: str):
-    return load_recipe(REPO / "recipes" / "scifact.yaml", ["output_dir=unused", *overrides])
+def _recipe(data: Path, *overrides: str):
+    """recipes/scifact.yaml on the folder ``data``: how it reads data (lengths, leniency)
+    does not depend on which folder, and a checkout without ../shared loads it too."""
+    return load_recipe(REPO / "recipes" / "scifact.yaml",
+                       ["output_dir=unused", f"data.path={data}", *overrides])
 
 
-def test_a_lenient_recipe_is_evaluated_and_mined_leniently(compare_recipes):
+def test_a_lenient_recipe_is_evaluated_and_mined_leniently(compare_recipes,
+                                                             tiny_beir_path):
     """Cranfield (empty passages) needs data.lenient: its test evaluation and its mining
     must be lenient too (the zero-shot evaluation failed on corpus.jsonl:471 without)."""
-    options = compare_recipes.as_recipe_reads(_recipe("data.lenient=true"))
+    options = compare_recipes.as_recipe_reads(_recipe(tiny_beir_path, "data.lenient=true"))
     assert options == ["--max-seq-length", "256", "--lenient"]
     parser = build_parser()
     evaluated = parser.parse_args(["eval", "--model", "m", "--data", "d", *options])
@@ -34,6 +38,7 @@ def test_a_lenient_recipe_is_evaluated_and_mined_leniently(compare_recipes):
     assert evaluated.max_seq_length == mined.max_seq_length == 256
 
 
-def test_a_strict_recipe_stays_strict(compare_recipes):
-    assert compare_recipes.as_recipe_reads(_recipe()) == ["--max-seq-length", "256"]
-    assert compare_recipes.as_recipe_reads(_recipe("model.max_seq_length=null")) == []
+def test_a_strict_recipe_stays_strict(compare_recipes, tiny_beir_path):
+    reads = compare_recipes.as_recipe_reads
+    assert reads(_recipe(tiny_beir_path)) == ["--max-seq-length", "256"]
+    assert reads(_recipe(tiny_beir_path, "model.max_seq_length=null")) == []
