@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from types import SimpleNamespace
 
 from tapt.cli import terminal
 from tapt.cli.options import (
+    add_decontaminate_arg,
     add_relevance_arg,
     check_folder,
+    dev_carve_size,
     seed,
     sequence_length,
     synth_distractors,
@@ -38,6 +41,16 @@ def add_parsers(commands) -> None:
                        help="model whose tokenizer counts tokens (default: whitespace words); "
                             "also shows what share of passages and tokens each --max-length "
                             "cuts off")
+    add_decontaminate_arg(stats)
+    stats.add_argument("--dev-from-train", type=dev_carve_size, default=None, metavar="N",
+                       help="carve a dev split from train as data.dev_from_train does (a "
+                            "number of queries, or a fraction below 1) and show it")
+    stats.add_argument("--dev-carve", choices=("group", "query"), default="group",
+                       help="carve whole groups of queries sharing relevant passages "
+                            "(default; no dev passage is a training positive) or single "
+                            "queries, as data.dev_carve")
+    stats.add_argument("--dev-seed", type=seed, default=0,
+                       help="seed of the dev carve (data.dev_seed)")
     stats.add_argument("--max-length", type=sequence_length, nargs="+", default=None,
                        metavar="N",
                        help="maximum lengths to report with --tokenizer (default: 256 512 "
@@ -83,6 +96,10 @@ def cmd_data(args: argparse.Namespace) -> int:
     if getattr(args, "max_length", None) and not args.tokenizer:
         raise ValueError("--max-length needs --tokenizer MODEL (lengths in that model's tokens)")
     splits = args.splits or present_splits(args.folder)
+    if args.data_command == "stats":
+        splits = list(dict.fromkeys([*splits, *args.decontaminate]))
+        if args.dev_from_train is not None and "dev" in splits and args.splits is None:
+            splits.remove("dev")  # carved instead (data.dev_from_train refuses a dev file)
     dataset = load_beir_folder(args.folder, splits, relevant_from=args.relevant_from,
                                **strictness(args.lenient))
     if args.data_command == "validate":
@@ -105,6 +122,7 @@ def cmd_data(args: argparse.Namespace) -> int:
         whitespace_counter,
     )
 
+    dataset = training_view(args, dataset)
     counts = tier_counts(dataset)
     columns = sorted({key for row in counts.values() for key in row}, key=_column_order)
     table = Table(title=f"{args.folder}: judgments per split and tier")
@@ -114,6 +132,7 @@ def cmd_data(args: argparse.Namespace) -> int:
     for split, row in counts.items():
         table.add_row(split, *(f"{row.get(column, 0):,}" for column in columns))
     terminal.console.print(table)
+    show_split_records(dataset)
     if args.tokenizer:
         from transformers import AutoTokenizer
 
@@ -141,6 +160,59 @@ def cmd_data(args: argparse.Namespace) -> int:
                           f"{share['tokens_dropped']:.2%}")
         terminal.console.print(table)
     return 0
+
+
+def training_view(args: argparse.Namespace, dataset):
+    """``tapt data stats``: the dataset as a recipe with ``data.decontaminate`` and
+    ``data.dev_from_train`` would train on it (:func:`tapt.data.splits.training_splits`)."""
+    from tapt.data.splits import training_splits
+
+    if not args.decontaminate and args.dev_from_train is None:
+        return dataset
+    if "train" not in dataset.qrels:
+        raise ValueError("--decontaminate and --dev-from-train need the train split "
+                         "(add train to --splits)")
+    data = SimpleNamespace(train_split="train", dev_split="dev", test_split="test",
+                           dev_from_train=args.dev_from_train, dev_seed=args.dev_seed,
+                           dev_carve=args.dev_carve, decontaminate=args.decontaminate)
+    keep = tuple(args.splits or present_splits(args.folder))
+    return training_splits(dataset, data, keep=keep)
+
+
+def show_split_records(dataset) -> None:
+    """The decontamination and the dev carve, if any, then seen and novel queries of every
+    split but train (:func:`tapt.data.overlap.split_overlap`)."""
+    from rich.table import Table
+
+    from tapt.data.overlap import split_overlap
+
+    if (record := dataset.decontaminated):
+        terminal.console.print(
+            f"train decontaminated against {', '.join(record['against'])}: "
+            f"{record['train_queries'][0]:,} -> {record['train_queries'][1]:,} queries, "
+            f"{record['judgments'][0]:,} -> {record['judgments'][1]:,} judgments "
+            f"({record['passages']:,} passages held out)", highlight=False)
+    if (carve := dataset.carved):
+        terminal.console.print(
+            f"dev carved from {carve['carved_from']} by {carve['by']} (seed {carve['seed']}): "
+            f"{carve['queries']:,} queries in {carve['groups']:,} groups, "
+            f"{carve['remaining_train_queries']:,} train queries left; "
+            f"{carve['overlap']:,} dev queries have a relevant passage that is a training "
+            "positive", highlight=False)  # carving by query logged its warning
+    if "train" not in dataset.qrels:
+        return
+    others = [split for split in dataset.qrels if split != "train"]
+    if not others:
+        return
+    table = Table(title="train overlap",
+                  caption="seen: a relevant passage is a train positive; novel: none is")
+    for column in ("split", "queries", "seen", "novel"):
+        table.add_column(column, justify="left" if column == "split" else "right")
+    for split in others:
+        counts = split_overlap(dataset, split).counts()
+        table.add_row(split, f"{sum(counts.values()):,}", f"{counts['seen']:,}",
+                      f"{counts['novel']:,}")
+    terminal.console.print(table)
 
 
 def present_splits(folder: Path) -> list[str]:

@@ -10,23 +10,68 @@ The library (tapt.data, tapt.encoders, tapt.retrieval) is imported inside the fu
 from __future__ import annotations
 
 import argparse
+import logging
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 
 from tapt.cli.options import check_folder
 
+logger = logging.getLogger("tapt")
 
-def read_data(args: argparse.Namespace, splits: Sequence[str]):
+
+def read_data(args: argparse.Namespace, splits: Sequence[str], *, train_split: str = "train",
+              with_train: bool = False):
     """The dataset the source flags name (:func:`tapt.cli.options.add_source_args`:
     ``--data``, ``--config``, ``--revision``, ``--lenient``, ``--relevant-from`` and the
-    corpus store), with ``splits`` loaded."""
-    from tapt.data.beir import strictness
-    from tapt.data.sources import load_data
+    corpus store), with ``splits`` loaded. ``with_train``: ``train_split`` too when the data
+    has one (for the results' ``train_overlap``). ``--decontaminate SPLIT ...``
+    (:func:`tapt.cli.options.add_decontaminate_arg`): those splits are read as well and
+    ``train_split`` is decontaminated against them (they stay loaded only when in
+    ``splits``)."""
+    from tapt.data.beir import DataError, strictness
+    from tapt.data.overlap import decontaminate
+    from tapt.data.sources import has_split, load_data
 
-    return load_data(args.data, args.config, list(splits), revision=args.revision,
-                     relevant_from=getattr(args, "relevant_from", "auto"),
-                     corpus_store=args.corpus_store, corpus_cache=args.corpus_cache,
-                     **strictness(args.lenient))
+    against = list(getattr(args, "decontaminate", None) or [])
+    wanted = list(splits)
+    extra = [train_split] if (with_train or against) and train_split not in wanted and \
+        has_split(args.data, args.config, train_split, revision=args.revision) else []
+
+    def load(names: list[str]):
+        return load_data(args.data, args.config, list(dict.fromkeys([*names, *against])),
+                         revision=args.revision,
+                         relevant_from=getattr(args, "relevant_from", "auto"),
+                         corpus_store=args.corpus_store, corpus_cache=args.corpus_cache,
+                         **strictness(args.lenient))
+
+    try:
+        dataset = load(wanted + extra)
+    except DataError as err:
+        if not extra or against or not str(err).startswith(str(_split_file(args, train_split))):
+            raise
+        # the train split is read only for train_overlap: a bad line in it must not stop an
+        # evaluation of another split (whose own validation passed or fails on its own)
+        logger.warning("no train_overlap: the %s split cannot be read (%s)", train_split, err)
+        dataset = load(wanted)
+    wanted += extra
+    if against:
+        if train_split not in dataset.qrels:
+            raise DataError(args.data, f"--decontaminate: the data has no '{train_split}' "
+                                       "split to decontaminate")
+        dataset = decontaminate(dataset, against, train_split=train_split, keep=wanted)
+    return dataset
+
+
+def _split_file(args: argparse.Namespace, split: str):
+    """The local ``qrels/<split>.tsv`` the data flags name (a Hub dataset: its id)."""
+    from pathlib import Path
+
+    from tapt.data.sources import config_name
+
+    folder, config = Path(args.data), config_name(args.config)
+    if config and (folder / config).is_dir():
+        folder = folder / config
+    return folder / "qrels" / f"{split}.tsv" if folder.is_dir() else args.data
 
 
 @contextmanager

@@ -95,6 +95,23 @@ def relevant_from(text: str) -> int | str:
 relevant_from.bound = bounds.GRADE  # type: ignore[attr-defined]  (or auto)
 
 
+def dev_carve_size(text: str) -> int | float:
+    """``--dev-from-train``: a number of queries (a whole number) or a fraction in (0, 1),
+    as ``data.dev_from_train``."""
+    bound = bounds.DEV_CARVE
+    try:
+        value = bound.parse(text, "value")
+    except ValueError:
+        value = None
+    if value is None or not (value.is_integer() or value < 1.0):
+        raise argparse.ArgumentTypeError(f"must be {bound.description}, got {text!r} "
+                                         f"({bound.why})")
+    return int(value) if value.is_integer() else value
+
+
+dev_carve_size.bound = bounds.DEV_CARVE  # type: ignore[attr-defined]
+
+
 def seed_list(text: str) -> list[int]:
     """``--seeds 0,1,2``: comma-separated seeds, each one a :func:`seed`."""
     return [seed(item.strip()) for item in text.split(",")]
@@ -108,7 +125,8 @@ NUMBER_TYPES = (positive_int, non_negative_int, seed, positive_float, non_negati
                 seed_list, width, sequence_length, tokens_per_batch, batch_size, top_k,
                 skip_top, count, positive_count, sample_size, bm25_k1, rrf_k, resamples,
                 concurrency, rate, cache_gb, days, synth_queries, synth_distractors,
-                soup_size, rescore, calibration_size, map_sample, cases_shown)
+                soup_size, rescore, calibration_size, map_sample, cases_shown,
+                dev_carve_size)
 """The only ``type=`` a numeric flag may have (a test walks the parser tree)."""
 
 
@@ -263,6 +281,17 @@ def add_relevance_arg(parser: argparse.ArgumentParser) -> None:
                              "grade >= 1 relevant)")
 
 
+def add_decontaminate_arg(parser: argparse.ArgumentParser, trained: str = "train") -> None:
+    """``--decontaminate SPLIT ...``: drop from the ``trained`` split the judgments of
+    passages relevant in those splits (:func:`tapt.data.overlap.decontaminate`), as a
+    recipe's ``data.decontaminate`` does."""
+    parser.add_argument("--decontaminate", nargs="+", choices=SPLITS, default=[],
+                        metavar="SPLIT",
+                        help=f"drop from the {trained} split every judgment of a passage "
+                             "relevant in these splits (e.g. test), and the queries left "
+                             "without a relevant passage, as data.decontaminate does")
+
+
 def add_source_args(parser: argparse.ArgumentParser, *, split: str | None = "test",
                     relevance: bool = True) -> None:
     """Where the data comes from and how it is read: ``--data --config --revision``,
@@ -394,6 +423,7 @@ def add_subcorpus_args(parser, what: str = "sub-corpus", *, seed_flag: bool = Tr
 def add_data_args(parser: argparse.ArgumentParser, split_default: str = "test") -> None:
     """``tapt eval`` and ``tapt bm25``: the data, the sub-corpus, the outputs."""
     add_source_args(parser, split=split_default)
+    add_decontaminate_arg(parser, trained="train split the result's train_overlap compares with")
     add_subcorpus_args(parser)
     add_corpus_store_args(parser)
     parser.add_argument("--top-k", type=top_k, default=100,

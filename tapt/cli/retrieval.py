@@ -23,6 +23,7 @@ from tapt.cli.inputs import opened_encoder, read_data, search_options
 from tapt.cli.options import (
     add_corpus_store_args,
     add_data_args,
+    add_decontaminate_arg,
     add_encoding_args,
     add_quiet_arg,
     add_source_args,
@@ -102,6 +103,7 @@ def add_parsers(commands) -> None:
     mine.add_argument("--sampling", choices=("random", "top"), default="random",
                       help="random among the candidates left (default), or the top ones")
     mine.add_argument("--seed", type=seed, default=0, help="seed of the random sampling")
+    add_decontaminate_arg(mine, trained="--split")  # as the recipe's data.decontaminate
     add_encoding_args(mine)  # for a model --retriever
     add_quiet_arg(mine)
     add_score_parser(commands)
@@ -135,7 +137,8 @@ def _run_retrieval(args: argparse.Namespace, make_retriever) -> int:
         logger.warning("--top-k %d: recall@100 only counts the top %d passages", args.top_k,
                        args.top_k)
     tune_on = getattr(args, "tune_on", None)  # tapt eval --tune-on: that split too
-    dataset = read_data(args, [args.split, *([tune_on] if tune_on else [])])
+    dataset = read_data(args, [args.split, *([tune_on] if tune_on else [])],
+                        with_train=True)  # train_overlap: seen and novel queries
     labels = read_labels(args, dataset)  # tapt eval --by: before any encoding
     remember_digests(dataset, [args.split])  # what was read, before an hour of encoding
     query_sets = eval_extras.read_query_sets(args, dataset)  # --queries: before encoding
@@ -157,6 +160,7 @@ def _run_retrieval(args: argparse.Namespace, make_retriever) -> int:
     terminal.console.print(metrics_table({retriever.name: report.metrics}, title=title))
     terminal.console.print(terminal.figures_table(report.timings))
     show_index(report.info)  # --embedding-precision: the quantised index's bytes
+    show_overlap(report.sections.get("train_overlap"))  # seen / novel queries
     show_views(args, report, widths, labels)  # --dims, --by, --tune-on
     eval_extras.finish_extras(args, report, results, dataset, corpus_ids)  # --queries ...
     if "api" in report.info:
@@ -174,6 +178,22 @@ def _run_retrieval(args: argparse.Namespace, make_retriever) -> int:
         report.write_trec_run(args.run, tag=Path(retriever.name).name or "tapt")
         terminal.console.print(f"run written to {args.run}")
     return 0
+
+
+def show_overlap(section: dict | None) -> None:
+    """The metrics on the seen and the novel queries (``train_overlap``), when recorded."""
+    if not section:
+        return
+    from tapt.retrieval.evaluate import metrics_table
+
+    against = section.get("decontaminated") or []
+    rows = {f"{part} ({section[part]:,} queries)": section["metrics"][part]
+            for part in ("seen", "novel") if part in section["metrics"]}
+    terminal.console.print(metrics_table(
+        rows, label="queries",
+        title=(f"{section['split']} by train overlap: seen = a relevant passage is a "
+               f"{section['train_split']} positive"
+               + (f" (after decontamination against {', '.join(against)})" if against else ""))))
 
 
 @multiprocess
@@ -223,12 +243,12 @@ def cmd_mine(args: argparse.Namespace) -> int:
     with opened_encoder(args, args.retriever, progress=progress,  # e.g. openai:MODEL too
                         lexical=is_bm25(args.retriever)) as loader:
         search = search_options(args)
-        dataset = read_data(args, [args.split])
+        dataset = read_data(args, [args.split], train_split=args.split)  # --decontaminate
         retriever = build_retriever(args.retriever if loader is None else loader(),
                                     top_k=args.depth, batch_size=args.batch_size,
                                     progress=progress, search=search)
         records, summary = mine(retriever, dataset, args.split, settings,
-                                with_title=not args.no_title)
+                                with_title=not args.no_title, exclude=dataset.held_out)
     if not is_main():  # under torchrun rank 0 alone writes and prints
         return 0
     from tapt.data.content import made_from
@@ -256,6 +276,7 @@ def add_score_parser(commands) -> None:
                             "the recipe's data.mined_negatives names)")
     score.add_argument("--output", type=Path, required=True, help="teacher scores (JSONL)")
     score.add_argument("--overwrite", action="store_true", help="replace an existing --output")
+    add_decontaminate_arg(score, trained="--split")  # as the recipe's data.decontaminate
     score.add_argument("--k1", type=bm25_k1, default=1.5,
                        help="BM25 teacher: term-frequency saturation (default 1.5)")
     score.add_argument("--b", type=fraction, default=0.75,
@@ -277,12 +298,12 @@ def cmd_score(args: argparse.Namespace) -> int:
     lexical = is_bm25(args.teacher)
     with opened_encoder(args, args.teacher, progress=progress, lexical=lexical) as loader:
         search = search_options(args)  # a model teacher's passages go through the cache
-        dataset = read_data(args, [args.split])
+        dataset = read_data(args, [args.split], train_split=args.split)  # --decontaminate
         mined = None
         if args.mined is not None:
             from tapt.data.mined import read_mined
 
-            mined = read_mined(args.mined, dataset, args.split)
+            mined = read_mined(args.mined, dataset, args.split, with_title=not args.no_title)
         pairs = needed_pairs(dataset, args.split, mined)
         retriever = build_retriever(args.teacher if lexical else loader(), top_k=1,
                                     batch_size=args.batch_size, progress=progress,

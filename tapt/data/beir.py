@@ -88,6 +88,10 @@ class BeirDataset:
     files: dict[str, str] = field(default_factory=dict)
     carved: dict | None = None
     """How a dev split was carved from train (:mod:`tapt.data.splits`), else None."""
+    decontaminated: dict | None = None
+    """How the train split was decontaminated (:func:`tapt.data.overlap.decontaminate`)."""
+    held_out: frozenset[str] = frozenset()
+    """Passages training must never see (relevant in a split decontaminated against)."""
     content_files: dict[str, tuple[str, ...]] = field(default_factory=dict)
     digests: dict[str, str | None] = field(default_factory=dict, repr=False, compare=False)
 

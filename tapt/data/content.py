@@ -25,6 +25,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from tapt.data.beir import BeirDataset, DataError
+from tapt.data.overlap import decontamination_of
 from tapt.util.digests import (
     ALGORITHM,
     DigestMismatch,
@@ -101,8 +102,11 @@ def _digests(dataset: BeirDataset, split: str) -> dict[str, str]:
 def made_from(dataset: BeirDataset, split: str) -> dict:
     """What a file made from ``split`` of ``dataset`` records about it (its sidecar's
     ``data``, ``split`` and ``source`` fields)."""
-    return {"data": dataset_digests(dataset, split), "split": split,
-            "source": dataset.source}
+    record = {"data": dataset_digests(dataset, split), "split": split,
+              "source": dataset.source}
+    if (decontaminated := decontamination_of(dataset, split)) is not None:
+        record["decontaminated"] = decontaminated
+    return record
 
 
 def check_made_from(path: str | Path, dataset: BeirDataset, split: str, *,
@@ -133,6 +137,7 @@ def check_made_from(path: str | Path, dataset: BeirDataset, split: str, *,
     if record.get("split") not in (None, split):
         raise DataError(path, f"made from the {record.get('split')!r} split, used for the "
                               f"{split!r} split; make it again with {made_by} --split {split}")
+    check_same_decontamination(path, record, dataset, split, made_by)
     recorded = record.get("data")
     if not isinstance(record.get("split"), str):
         logger.warning("%s: its digest record %s does not say which split it was made from "
@@ -154,4 +159,24 @@ def check_made_from(path: str | Path, dataset: BeirDataset, split: str, *,
     return record
 
 
-__all__ = ["check_made_from", "corpus_digest", "dataset_digests", "made_from"]
+def check_same_decontamination(path: Path, record: dict, dataset: BeirDataset, split: str,
+                               made_by: str) -> None:
+    """A file made from ``split`` decontaminated against some splits is used only with the
+    same decontamination (``data.decontaminate``, ``--decontaminate``), and a file made
+    without one only without: else a :class:`~tapt.data.beir.DataError` naming both."""
+    made, used = record.get("decontaminated"), decontamination_of(dataset, split)
+    if made == used:
+        return
+
+    def said(value) -> str:
+        if not isinstance(value, dict):
+            return "not decontaminated"
+        return f"decontaminated against {', '.join(map(str, value.get('against') or []))}"
+
+    again = (f" --decontaminate {' '.join(used['against'])}" if used else "")
+    raise DataError(path, f"made from the {split} split {said(made)}, used with it "
+                          f"{said(used)}: the queries and passages differ; make it again "
+                          f"with {made_by}{again} (as data.decontaminate says)")
+
+
+__all__ = ["check_made_from", "check_same_decontamination", "corpus_digest", "dataset_digests", "made_from"]

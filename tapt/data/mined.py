@@ -2,7 +2,9 @@
 
 Every line must be a JSON object with a ``query_id`` of the training split and a
 ``negatives`` list of objects whose ``id`` is a corpus passage that is not an anchor of
-that query (relevant under the dataset's relevance rule); ids follow :mod:`tapt.util.ids`;
+that query (relevant under the dataset's relevance rule, whatever its grade) nor a copy of
+one (a passage whose text, as training encodes it, is identical to an anchor's: the same
+passage under another id); ids follow :mod:`tapt.util.ids`;
 ``rank`` and ``score``, when present, must be numbers. A bad line is an error naming the
 file, the line and the field, raised before any model is loaded. First, the digest record
 ``tapt mine`` writes beside the file is checked (:func:`tapt.data.content.check_made_from`):
@@ -11,19 +13,29 @@ a file changed since, or mined from other data or another split, is refused nami
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from tapt.data.beir import BeirDataset, DataError
+from tapt.data.beir import BeirDataset, DataError, Passage
 from tapt.data.content import check_made_from
 from tapt.data.lines import check_id, iter_jsonl
 from tapt.data.splits import carved_off
 from tapt.util.finite import finite_number
 
 
-def read_mined(path: str | Path, dataset: BeirDataset, split: str) -> dict[str, list[str]]:
+def anchor_texts(corpus: Mapping[str, Passage], anchors: Sequence[str],
+                 with_title: bool = True) -> dict[str, str]:
+    """``{text: anchor id}`` of ``anchors``' texts as encoded (``title text`` unless
+    ``with_title`` is False): a passage with one of these texts is that anchor again."""
+    return {corpus[doc_id].as_text(with_title): doc_id for doc_id in anchors}
+
+
+def read_mined(path: str | Path, dataset: BeirDataset, split: str, *,
+               with_title: bool = True) -> dict[str, list[str]]:
     """``{query_id: [negative ids, in file order]}`` for the queries of ``split``. Lines of
     queries carved off ``split`` into a dev split (``data.dev_from_train``) are skipped:
-    the file was mined for the whole train split."""
+    the file was mined for the whole train split. ``with_title``: how training encodes
+    passages (``data.with_title``), for telling copies of an anchor."""
     path = Path(path)
     if not path.is_file():
         raise DataError(path, "mined-negatives file not found (make it with tapt mine)")
@@ -48,7 +60,8 @@ def read_mined(path: str | Path, dataset: BeirDataset, split: str) -> dict[str, 
         negatives = record.get("negatives")
         if not isinstance(negatives, list):
             raise DataError(path, "expected a list", line, "negatives")
-        anchors = set(dataset.rule.relevant_ids(qrels[query_id]))
+        anchors = set(dataset.rule.relevant_ids(qrels[query_id]))  # every relevant grade
+        copies = anchor_texts(dataset.corpus, sorted(anchors), with_title)
         ids = []
         for position, negative in enumerate(negatives):
             field = f"negatives[{position}]"
@@ -63,6 +76,11 @@ def read_mined(path: str | Path, dataset: BeirDataset, split: str) -> dict[str, 
                 raise DataError(path, f"passage {doc_id!r} is an anchor of query "
                                       f"{query_id!r}: a positive cannot be a negative", line,
                                 f"{field}.id")
+            copied = copies.get(dataset.corpus[doc_id].as_text(with_title))
+            if copied is not None:
+                raise DataError(path, f"passage {doc_id!r} has the same text as {copied!r}, an "
+                                      f"anchor of query {query_id!r}: a copy of a positive "
+                                      "cannot be a negative", line, f"{field}.id")
             for name in ("rank", "score"):
                 value = negative.get(name)
                 if value is not None and not finite_number(value):

@@ -84,6 +84,27 @@ def load_data(source: str | os.PathLike, config: str | None = None,
                     corpus_cache=corpus_cache)
 
 
+def has_split(source: str | os.PathLike, config: str | None, split: str, *,
+              revision: str | None = None) -> bool:
+    """Whether ``source`` has a ``qrels/<split>.tsv``: a file of the local folder, or, for a
+    Hub dataset, a file already in the local HF cache (nothing is downloaded to find out)."""
+    config = config_name(config)
+    path = Path(source)
+    if path.is_dir():
+        folder = path / config if config and (path / config).is_dir() else path
+        return (folder / "qrels" / f"{split}.tsv").is_file()
+    if not config or not is_hub_id(str(source)):
+        return False
+    from huggingface_hub import try_to_load_from_cache
+
+    try:
+        cached = try_to_load_from_cache(str(source), f"{config}/qrels/{split}.tsv",
+                                        revision=revision, repo_type="dataset")
+    except (ValueError, OSError):
+        return False
+    return isinstance(cached, str)
+
+
 def check_corpus_cache(folder: str | os.PathLike | None) -> None:
     """``corpus_cache`` must be a folder, or one that can be created: a file there (or
     above it) is a :class:`DataError` naming it, before anything is read. A read-only

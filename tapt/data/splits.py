@@ -1,16 +1,24 @@
 """A dev split carved from train, for BEIR sets that ship none (SciFact, NFCorpus, FiQA's
 train/test releases, most users' own data).
 
-The carve is by query: a seeded share of the train queries that have a relevant passage
-becomes the dev split, the rest stay train, so no query is in two splits (a passage may
-stay judged in both, as across BEIR's own splits). Nothing is written: the carve is
-applied to the loaded :class:`~tapt.data.beir.BeirDataset`, and the dataset folder is
-never touched (``tapt data split`` writes it as a new folder when another tool needs it).
+By default the carve takes whole **groups** of train queries: queries that share a relevant
+passage, directly or through other queries (:func:`tapt.data.overlap.relevance_groups`), go
+to dev together or stay in train together. So no dev query has a relevant passage that a
+training query has as a positive, and dev, like a user's new documents (and FormBench's
+patent split), measures passages the model never trained on. Carving single queries
+(``by="query"``, ``data.dev_carve: query``) leaves most dev queries' passages in training
+where passages are shared (SciFact), and dev then rewards memorising them: it is kept for
+comparison with older runs, with a warning.
 
-The choice depends only on the query ids and the seed: each id is ranked by a keyed
-BLAKE2b digest of ``seed`` and the id, and the lowest ranks are taken. So the same
-(ids, seed, size) always give the same split on any machine and in any file order, and a
-larger carve contains every smaller one of the same seed.
+Nothing is written: the carve is applied to the loaded :class:`~tapt.data.beir.BeirDataset`,
+and the dataset folder is never touched (``tapt data split`` writes it as a new folder when
+another tool needs it).
+
+The choice depends only on the query ids and the seed: each group is ranked by a keyed
+BLAKE2b digest of ``seed`` and its first query id, and groups are taken in that order while
+they fit in the size asked for (a group that would overshoot it is passed over for smaller
+ones). So the same (ids, judgments, seed, size) give the same split on any machine and in
+any file order.
 
 Example::
 
@@ -19,16 +27,28 @@ Example::
 
     data = carve_dev(load_data("../shared/data/scifact", splits=["train", "test"]),
                      size=100, seed=0)
-    len(data.split("dev")), len(data.split("train"))   # (100, 709)
+    len(data.split("dev")), data.carved["groups"], data.carved["overlap"]   # (100, .., 0)
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Literal
 
 from tapt.data.beir import BeirDataset, DataError
+from tapt.data.overlap import decontaminate, relevance_groups, split_overlap
+
+logger = logging.getLogger(__name__)
+
+CarveBy = Literal["group", "query"]
+QUERY_CARVE_WARNING = (
+    "the dev split is carved by single query (data.dev_carve: query): a dev query's "
+    "relevant passage can still be a training positive, so dev rewards memorising training "
+    "passages and can pick a model that is worse on new documents; the default, "
+    "data.dev_carve: group, keeps dev's passages out of training")
 
 
 @dataclass(frozen=True)
@@ -42,11 +62,18 @@ class CarvedSplit:
     remaining: int
     ids_digest: str
     """BLAKE2b of the sorted dev query ids, one per line (which queries, checkably)."""
+    by: CarveBy = "group"
+    groups: int = 0
+    """Groups of queries carved (each query its own group when carving by query)."""
+    overlap: int = 0
+    """Dev queries with a relevant passage that is a positive of a remaining train query
+    (0 for a group carve)."""
 
     def to_dict(self) -> dict:
         return {"carved_from": self.source_split, "split": self.split, "seed": self.seed,
                 "queries": self.queries, "remaining_train_queries": self.remaining,
-                "ids_digest": self.ids_digest}
+                "ids_digest": self.ids_digest, "by": self.by, "groups": self.groups,
+                "overlap": self.overlap}
 
 
 def carve_size(size: float, available: int) -> int:
@@ -83,16 +110,45 @@ def ids_digest(query_ids) -> str:
     return hashlib.blake2b(text.encode("utf-8"), digest_size=16).hexdigest()
 
 
+def ranked_groups(groups: list[list[str]], seed: int) -> list[list[str]]:
+    """``groups`` in the seeded order the carve takes them: by their first query id's rank
+    (:func:`ranked_query_ids`)."""
+    order = {query_id: position for position, query_id
+             in enumerate(ranked_query_ids([group[0] for group in groups], seed))}
+    return sorted(groups, key=lambda group: order[group[0]])
+
+
+def take_groups(groups: list[list[str]], count: int) -> list[list[str]]:
+    """Groups, in order, while they fit in ``count`` queries (a group that would overshoot
+    is passed over, and smaller ones after it still taken), until ``count`` is reached."""
+    taken, total = [], 0
+    for group in groups:
+        if total + len(group) <= count:
+            taken.append(group)
+            total += len(group)
+            if total == count:
+                break
+    return taken
+
+
 def carve_dev(dataset: BeirDataset, *, size: float, seed: int = 0,
-              source_split: str = "train", split: str = "dev") -> BeirDataset:
+              source_split: str = "train", split: str = "dev",
+              by: CarveBy = "group") -> BeirDataset:
     """A copy of ``dataset`` whose ``split`` holds ``size`` queries (a count, or a fraction
     of the eligible ones) carved from ``source_split``, which keeps the rest; its ``carved``
     holds the :class:`CarvedSplit` record as a dict.
+
+    ``by="group"`` (default) carves whole groups of queries that share relevant passages
+    (see the module docstring), so that no dev query has a relevant passage that a train
+    query has as a positive; the count is reached exactly when small groups allow it (else
+    it is the closest below). ``by="query"`` carves single queries, with a warning.
 
     Only queries with at least one relevant passage under the dataset's relevance rule are
     eligible (a dev query without one scores nothing); the others stay in train. Raises
     :class:`~tapt.data.beir.DataError` if ``split`` is already loaded, or if the carve
     would leave no train query."""
+    if by not in ("group", "query"):
+        raise ValueError(f"carve by 'group' or 'query', got {by!r}")
     if split in dataset.qrels:
         raise DataError(dataset.split_file(split),
                         f"the dataset already has a '{split}' split; carve a dev split only "
@@ -104,15 +160,57 @@ def carve_dev(dataset: BeirDataset, *, size: float, seed: int = 0,
         count = carve_size(size, len(eligible))
     except ValueError as err:
         raise DataError(dataset.split_file(source_split), f"dev carve: {err}") from None
-    chosen = set(ranked_query_ids(eligible, seed)[:count])
+    if by == "query":
+        logger.warning(QUERY_CARVE_WARNING)
+        groups = [[query_id] for query_id in eligible]
+    else:
+        groups = relevance_groups(source, dataset.rule, eligible)
+    taken = take_groups(ranked_groups(groups, seed), count)
+    chosen = {query_id for group in taken for query_id in group}
+    if not chosen:
+        raise DataError(dataset.split_file(source_split),
+                        f"dev carve: every group of queries sharing relevant passages is "
+                        f"larger than the {count} dev queries asked for; ask for more")
     qrels = dict(dataset.qrels)
     qrels[source_split] = {q: docs for q, docs in source.items() if q not in chosen}
     qrels[split] = {q: docs for q, docs in source.items() if q in chosen}
+    seen = split_overlap(replace(dataset, qrels=qrels), split, source_split).seen
     origin = dataset.split_file(source_split)
-    files = {**dataset.files, split: f"{origin} (dev carved: {count} queries, seed {seed})"}
-    record = CarvedSplit(source_split, split, seed, count, len(qrels[source_split]),
-                         ids_digest(chosen))
+    files = {**dataset.files, split: f"{origin} (dev carved by {by}: {len(chosen)} queries, "
+                                     f"seed {seed})"}
+    record = CarvedSplit(source_split, split, seed, len(chosen), len(qrels[source_split]),
+                         ids_digest(chosen), by, len(taken), len(seen))
+    if len(chosen) < count:
+        logger.info("dev carve: %d queries in %d groups (asked for %d: no group small enough "
+                    "to fill the rest)", len(chosen), len(taken), count)
     return replace(dataset, qrels=qrels, files=files, carved=record.to_dict())
+
+
+def splits_to_load(data, with_test: bool) -> list[str]:
+    """The qrels splits a recipe's ``data`` section (a
+    :class:`~tapt.recipe.schema.DataSettings`) needs loaded: train, dev unless it is carved,
+    test with ``with_test``, and the splits training is decontaminated against."""
+    carve = data.dev_from_train is not None
+    splits = [data.train_split] + ([] if carve else [data.dev_split])
+    splits += [data.test_split] if with_test else []
+    return list(dict.fromkeys([*splits, *getattr(data, "decontaminate", [])]))
+
+
+def training_splits(dataset: BeirDataset, data, keep: tuple[str, ...] = ()) -> BeirDataset:
+    """The recipe's view of ``dataset`` (loaded with :func:`splits_to_load`): train
+    decontaminated against ``data.decontaminate`` first
+    (:func:`tapt.data.overlap.decontaminate`; those splits are then dropped unless in
+    ``keep``), then dev carved from what is left (``data.dev_from_train``, by
+    ``data.dev_carve``). Every reader of a run's dev set (training, soups, merges, reports)
+    goes through this, so all see the same queries."""
+    against = list(getattr(data, "decontaminate", []) or [])
+    if against:
+        dataset = decontaminate(dataset, against, train_split=data.train_split, keep=keep)
+    if data.dev_from_train is not None:
+        dataset = carve_dev(dataset, size=data.dev_from_train, seed=data.dev_seed,
+                            source_split=data.train_split, split=data.dev_split,
+                            by=getattr(data, "dev_carve", "group"))
+    return dataset
 
 
 def carved_off(dataset: BeirDataset, split: str) -> dict:

@@ -13,7 +13,9 @@ do, and are mixed into TAPT as their own dataset (``data.weak_pairs``):
 
 Only passages are read: no query and no qrels line of any split, so a test passage is
 as unlabelled here as in GPL's use of the target corpus. That is domain adaptation on the
-evaluation corpus, which docs/training.md states next to every figure that uses it.
+evaluation corpus, which docs/training.md states next to every figure that uses it. A
+decontaminated training (``data.decontaminate``) promises that training never sees the
+held-out splits' relevant passages: those are left out of the weak pairs too.
 
 At FormBench's size (a million passages of ~5 KB) the pairs are a corpus again: held as
 Python lists and copied into an in-memory Arrow table they would take ~10 GB.
@@ -205,5 +207,29 @@ def with_weak_pairs(rows, pairs):
 def weak_pairs_for(dataset, kind: WeakKind, *, folder: Path, count: int | None = None,
                    seed: int = 0):
     """:func:`weak_pairs_dataset` of a :class:`~tapt.data.beir.BeirDataset`'s corpus: the
-    one entry training uses, reading ``dataset.corpus`` and nothing else."""
-    return weak_pairs_dataset(dataset.corpus, kind, folder=folder, count=count, seed=seed)
+    one entry training uses, reading ``dataset.corpus`` and nothing else, less the passages
+    a decontamination held out (``dataset.held_out``)."""
+    corpus = dataset.corpus
+    if dataset.held_out:
+        corpus = WithoutPassages(corpus, dataset.held_out)
+    return weak_pairs_dataset(corpus, kind, folder=folder, count=count, seed=seed)
+
+
+class WithoutPassages(Mapping):
+    """A read-only view of a corpus without some passage ids (no copy: an Arrow corpus
+    stays on disk)."""
+
+    def __init__(self, corpus: Mapping[str, Passage], excluded: frozenset[str]) -> None:
+        self._corpus, self._excluded = corpus, excluded
+
+    def __getitem__(self, doc_id: str) -> Passage:
+        if doc_id in self._excluded:
+            raise KeyError(doc_id)
+        return self._corpus[doc_id]
+
+    def __iter__(self) -> Iterator[str]:
+        return (doc_id for doc_id in self._corpus if doc_id not in self._excluded)
+
+    def __len__(self) -> int:
+        return len(self._corpus) - sum(1 for doc_id in self._excluded
+                                       if doc_id in self._corpus)

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Annotated, Any, ClassVar, Generic, Literal, TypeVar
 
 from pydantic import (
+    Field,
     field_validator,
     model_validator,
 )
@@ -169,6 +170,16 @@ class DataSettings(Section):
     (a whole number) or this fraction (0 < f < 1) of those with a relevant passage, chosen
     by ``dev_seed``; the rest train. No query is in both; the dataset folder is not
     touched; results record the carve (tapt.data.splits). None: read ``dev_split``."""
+    dev_carve: Literal["group", "query"] = "group"
+    """How ``dev_from_train`` carves: ``group`` (default) takes whole groups of train queries
+    connected through shared relevant passages, so no dev query has a relevant passage that
+    a training query has as a positive (dev then measures unseen passages, as test does);
+    ``query`` takes single queries, whose relevant passages are often still trained on, so
+    dev rewards memorising them (kept for comparison with older runs; warned of)."""
+    decontaminate: list[str] = Field(default_factory=list)
+    """Splits (e.g. ``[test]``) whose relevant passages training must never see: train
+    judgments of those passages are dropped, and train queries left without a relevant
+    passage with them (counts logged and recorded in results and card; tapt.data.overlap)."""
     lenient: bool = False
     """Accept empty passages and queries without an anchor (non-FormBench BEIR sets)."""
     relevant_from: Literal["auto"] | Annotated[int, bounds.GRADE] = "auto"
@@ -221,6 +232,27 @@ class DataSettings(Section):
     def _check_relevant_from(cls, value: Any) -> Any:
         parse_relevant_from(value)  # as a field validator, so that the error names the key
         return value
+
+    @field_validator("decontaminate")
+    @classmethod
+    def _check_decontaminate(cls, splits: list[str]) -> list[str]:
+        for split in splits:
+            if not isinstance(split, str) or not split.strip():
+                raise ValueError(f"expected split names (e.g. [test]), got {split!r}")
+        if len(set(splits)) != len(splits):
+            raise ValueError(f"a split is named twice: {splits}")
+        return splits
+
+    @model_validator(mode="after")
+    def _check_decontaminate_splits(self):
+        if self.train_split in self.decontaminate:
+            raise ValueError(f"data.decontaminate names the train split "
+                             f"'{self.train_split}': it would drop every training judgment")
+        if self.dev_from_train is not None and self.dev_split in self.decontaminate:
+            raise ValueError(f"data.decontaminate names '{self.dev_split}', which is carved "
+                             "from train (data.dev_from_train): the group carve already keeps "
+                             "its relevant passages out of training")
+        return self
 
     @field_validator("path")
     @classmethod
@@ -299,6 +331,17 @@ class EvalSettings(GuardSettings):
     supports it, float32 elsewhere. Training's float32 master weights are not touched."""
     max_tokens_per_batch: Annotated[int, bounds.TOKENS_PER_BATCH] | None = None
     """Padded tokens per encoding batch (default: batch_size x max_seq_length)."""
+    require_beats_zero_shot: bool = False
+    """Fail the run (after recording it, before export) when its best dev score is not above
+    its zero-shot dev score; off: the run, ``results.json`` and the card only say so.
+    Needs ``zero_shot``."""
+
+    @model_validator(mode="after")
+    def _check_gate_needs_zero_shot(self):
+        if self.require_beats_zero_shot and not self.zero_shot:
+            raise ValueError("eval.require_beats_zero_shot needs eval.zero_shot: true (the "
+                             "zero-shot dev score is what the best checkpoint must beat)")
+        return self
 
 
 class ExportSettings(Section):

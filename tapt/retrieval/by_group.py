@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from tapt.data.labels import NO_LABEL
+from tapt.data.overlap import NOVEL, SEEN, SplitOverlap
 from tapt.retrieval.metrics import METRIC_KEYS
 
 
@@ -49,6 +50,28 @@ def groups_section(field: str, groups: dict[str, dict]) -> dict:
     return {"field": field, "none_group": NO_LABEL, "groups": groups}
 
 
+def overlap_section(overlap: SplitOverlap,
+                    per_query: Mapping[str, Mapping[str, float]]) -> dict:
+    """What an evaluation result records under ``train_overlap``: the split, the training
+    split it is compared with, the seen and novel query counts, the seen query ids (every
+    other query of ``per_query`` is novel) and every metric on each part (a part without
+    queries is left out), averaged as :func:`group_metrics`
+    averages (trec_eval's convention, so the count-weighted mean of the parts is the
+    overall mean)."""
+    labels = {query_id: part for query_id, part in overlap.labels().items()
+              if query_id in per_query}
+    groups = group_metrics({q: v for q, v in per_query.items() if q in labels}, labels)
+    return {"split": overlap.split, "train_split": overlap.train_split,
+            "decontaminated": list(overlap.decontaminated),
+            SEEN: sum(1 for part in labels.values() if part == SEEN),
+            NOVEL: sum(1 for part in labels.values() if part == NOVEL),
+            "seen_query_ids": sorted(q for q, part in labels.items() if part == SEEN),
+            "metrics": {part: groups[part]["metrics"] for part in (SEEN, NOVEL)
+                        if part in groups},
+            "counts": {part: groups[part]["counts"] for part in (SEEN, NOVEL)
+                       if part in groups}}
+
+
 def groups_table(field: str, groups: dict[str, dict], title: str = "Metrics per group"):
     """A rich table: one row per group, its query count and the four metrics ("-" where no
     query of the group has the metric)."""
@@ -66,4 +89,4 @@ def groups_table(field: str, groups: dict[str, dict], title: str = "Metrics per 
     return table
 
 
-__all__ = ["NO_LABEL", "group_metrics", "groups_section", "groups_table"]
+__all__ = ["NO_LABEL", "group_metrics", "groups_section", "groups_table", "overlap_section"]

@@ -15,6 +15,8 @@ from typing import Protocol
 from tapt.data.arrow_corpus import corpus_texts as passage_texts
 from tapt.data.beir import BeirDataset, DataError, check_relevance
 from tapt.data.fingerprint import data_fingerprint
+from tapt.data.overlap import TRAIN_OVERLAP, split_overlap
+from tapt.retrieval.by_group import overlap_section
 from tapt.retrieval.dense import Retrieval
 from tapt.retrieval.metrics import METRIC_KEYS, Run, score_run, trec_ranking
 from tapt.util.files import atomic_write_json, atomic_write_text
@@ -85,12 +87,16 @@ def split_queries(dataset: BeirDataset, split: str) -> tuple[list[str], list[str
 
 def evaluate(retriever: Retriever, dataset: BeirDataset, split: str, *,
              corpus_ids: Sequence[str] | None = None, with_title: bool = True,
-             info: dict | None = None) -> EvalReport | None:
+             info: dict | None = None, train_split: str | None = "train"
+             ) -> EvalReport | None:
     """Rank ``corpus_ids`` (default: the whole corpus) for the split's queries and score.
 
     Under DDP call it on every rank: all ranks encode, rank 0 gets the report and the
     others None. Relevance follows ``dataset.rule``; a split in which no query has a
     relevant passage is a :class:`DataError` naming the split's file, before any encoding.
+    When ``train_split`` is loaded too (and is not ``split``), the report's
+    ``train_overlap`` section splits the metrics by whether a query's relevant passage is a
+    positive of that split (:mod:`tapt.data.overlap`).
     """
     check_split(dataset, split)
     corpus_ids = list(dataset.corpus) if corpus_ids is None else list(corpus_ids)
@@ -100,7 +106,7 @@ def evaluate(retriever: Retriever, dataset: BeirDataset, split: str, *,
     if retrieval.run is None:
         return None
     return score_retrieval(retrieval, retriever, dataset, split, corpus_ids=corpus_ids,
-                           with_title=with_title, info=info)
+                           with_title=with_title, info=info, train_split=train_split)
 
 
 def check_split(dataset: BeirDataset, split: str) -> None:
@@ -111,7 +117,8 @@ def check_split(dataset: BeirDataset, split: str) -> None:
 
 def score_retrieval(retrieval: Retrieval, retriever: Retriever, dataset: BeirDataset,
                     split: str, *, corpus_ids: Sequence[str], with_title: bool = True,
-                    info: dict | None = None) -> EvalReport:
+                    info: dict | None = None, train_split: str | None = "train"
+                    ) -> EvalReport:
     """The report of a ranking already made by ``retriever`` on ``corpus_ids`` for the
     split's queries (what :func:`evaluate` does after retrieving). ``evaluated`` records
     the data's content fingerprint (:func:`tapt.data.fingerprint.data_fingerprint`), the
@@ -132,7 +139,18 @@ def score_retrieval(retrieval: Retrieval, retriever: Retriever, dataset: BeirDat
                     if encoder is not None else {}),
                  **(info or {})}
     return EvalReport(metrics=scored.mean, per_query=scored.per_query, run=retrieval.run,
-                      timings=retrieval.timings, info=evaluated)
+                      timings=retrieval.timings, info=evaluated,
+                      sections=overlap_sections(dataset, split, train_split, scored.per_query))
+
+
+def overlap_sections(dataset: BeirDataset, split: str, train_split: str | None,
+                     per_query: dict[str, dict[str, float]]) -> dict[str, dict]:
+    """``{"train_overlap": ...}`` when ``train_split`` is loaded beside ``split``, else
+    empty (:func:`tapt.data.overlap.overlap_section`)."""
+    if not train_split or train_split == split or train_split not in dataset.qrels:
+        return {}
+    overlap = split_overlap(dataset, split, train_split)
+    return {TRAIN_OVERLAP: overlap_section(overlap, per_query)}
 
 
 def metrics_table(rows: dict[str, dict[str, float]], title: str = "Retrieval metrics",

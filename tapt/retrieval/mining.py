@@ -10,26 +10,40 @@ takes a SentenceTransformer only and encodes (query, positive) pairs itself. Wha
   export for re-mining, an API model), through tapt's own exact retrieval, each passage
   encoded once;
 - graded qrels: a passage judged for the query (anchor, hard or soft negative) is never
-  mined (anchors would be false negatives; the graded negatives are already in the rows),
-  and the margin is relative to the query's best anchor, scored exactly even when it ranks
-  below ``depth``;
+  mined (anchors would be false negatives; the graded negatives are already in the rows);
+  anchors are every passage the dataset's relevance rule calls relevant, whatever its grade;
+- no copies of anchors: a passage whose text, as the retriever sees it (with its title
+  unless ``with_title=False``), is identical to one of the query's anchors' is never mined
+  either (the same passage under another id would be a false negative);
+- the margin is relative to the query's *weakest* anchor, scored exactly even when it ranks
+  below ``depth``. sentence-transformers compares a candidate with the positive of its own
+  (query, positive) pair; here a query's negatives are shared by all its rows (one row per
+  anchor, :func:`tapt.data.triplets.build_rows`), so a negative may sit beside any anchor,
+  and it must score below ``(1 - margin) x`` each of them: the weakest one's score. A query
+  whose weakest anchor the teacher scores low keeps fewer negatives (counted);
+- ``exclude``: passages never mined for any query (e.g. the relevant passages of a split
+  training is decontaminated against);
 - queries left with fewer than K candidates are kept with what they have, never dropped;
 - a provenance file: one JSON line per query with the negatives' ids, ranks and scores,
-  the settings and the retriever, and a digest record beside it (the data it was mined
-  from, checked when the file is read for training); and a summary of what each filter
-  removed.
+  the weakest anchor's score (``anchor_score``, what the margin is relative to), the
+  settings and the retriever, and a digest record beside it (the data it was mined from,
+  checked when the file is read for training); and a summary of what each filter removed.
+
+:func:`tapt.data.mined.read_mined` applies the same rule to a file it reads: an anchor of
+the query, or a copy of one's text, listed as a negative is refused.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Literal
 
 from tapt.data.arrow_corpus import corpus_texts as passage_texts
 from tapt.data.beir import BeirDataset
+from tapt.data.mined import anchor_texts
 from tapt.retrieval.evaluate import Retriever, split_queries
 from tapt.retrieval.metrics import trec_ranking
 from tapt.util.bounds import MARGIN, SEED, SKIP_TOP, TOP_K, check_optional
@@ -69,6 +83,10 @@ class MiningSummary:
     considered: int = 0
     anchors: int = 0
     judged: int = 0
+    duplicates: int = 0
+    """Candidates whose text is identical to one of the query's anchors' (another id)."""
+    excluded: int = 0
+    """Candidates in ``exclude`` (never mined for any query)."""
     skipped_top: int = 0
     above_margin: int = 0
     kept: int = 0
@@ -85,9 +103,13 @@ def threshold(anchor_score: float, margin: float) -> float:
 
 
 def mine(retriever: Retriever, dataset: BeirDataset, split: str, settings: MiningSettings, *,
-         with_title: bool = True) -> tuple[list[dict], MiningSummary]:
-    """Mine negatives for every query of ``split``; returns the records and a summary."""
+         with_title: bool = True, exclude: frozenset[str] = frozenset()
+         ) -> tuple[list[dict], MiningSummary]:
+    """Mine negatives for every query of ``split``; returns the records and a summary.
+    ``exclude``: passages never mined for any query (e.g. those relevant to a split
+    training is decontaminated against)."""
     settings.check()
+    exclude = frozenset(exclude)
     corpus_ids = list(dataset.corpus)
     texts = passage_texts(dataset.corpus, corpus_ids, with_title)  # lazy for Arrow
     query_ids, query_texts = split_queries(dataset, split)
@@ -103,18 +125,32 @@ def mine(retriever: Retriever, dataset: BeirDataset, split: str, settings: Minin
     for query_id in sorted(query_ids):
         scores = retrieval.run.get(query_id, {})
         records.append(mine_query(query_id, scores, qrels[query_id], anchors[query_id],
-                                  settings, summary))
+                                  settings, summary,
+                                  is_copy=copy_test(dataset, anchors[query_id], with_title),
+                                  exclude=exclude))
     return records, summary
+
+
+def copy_test(dataset: BeirDataset, anchors: Sequence[str], with_title: bool
+              ) -> Callable[[str], bool]:
+    """Whether a passage's text (as encoded: with its title unless ``with_title`` is
+    False) is identical to one of ``anchors``' texts."""
+    texts = anchor_texts(dataset.corpus, anchors, with_title)
+    return lambda doc_id: dataset.corpus[doc_id].as_text(with_title) in texts
 
 
 def mine_query(query_id: str, scores: dict[str, float], judged: dict[str, int],
                anchors: Sequence[str], settings: MiningSettings,
-               summary: MiningSummary) -> dict:
-    """Filter one query's ranking and sample its negatives (updates ``summary``)."""
+               summary: MiningSummary, *, is_copy: Callable[[str], bool] | None = None,
+               exclude: frozenset[str] = frozenset()) -> dict:
+    """Filter one query's ranking and sample its negatives (updates ``summary``).
+    Removed, each counted under the first reason that applies: the query's anchors, its
+    other judged passages, copies of an anchor's text (``is_copy``), ``exclude``, the
+    ``skip_top`` first ranks, and candidates above the margin of the weakest anchor."""
     ranking = trec_ranking(scores)
-    best_anchor = max((scores[a] for a in anchors if a in scores), default=None)
-    limit = (threshold(best_anchor, settings.margin)
-             if settings.margin is not None and best_anchor is not None else None)
+    weakest = min((scores[a] for a in anchors if a in scores), default=None)
+    limit = (threshold(weakest, settings.margin)
+             if settings.margin is not None and weakest is not None else None)
     candidates = []
     for rank, (doc_id, score) in enumerate(ranking[:settings.depth], start=1):
         summary.considered += 1
@@ -122,6 +158,10 @@ def mine_query(query_id: str, scores: dict[str, float], judged: dict[str, int],
             summary.anchors += 1
         elif doc_id in judged:
             summary.judged += 1
+        elif is_copy is not None and is_copy(doc_id):
+            summary.duplicates += 1
+        elif doc_id in exclude:
+            summary.excluded += 1
         elif rank <= settings.skip_top:
             summary.skipped_top += 1
         elif limit is not None and score > limit:
@@ -141,7 +181,7 @@ def mine_query(query_id: str, scores: dict[str, float], judged: dict[str, int],
         if not chosen:
             summary.no_negative.append(query_id)
     return {"query_id": query_id, "negatives": chosen, "candidates": len(candidates),
-            "anchor_score": None if best_anchor is None else round(best_anchor, 6)}
+            "anchor_score": None if weakest is None else round(weakest, 6)}
 
 
 def write_mined(path: str | Path, records: list[dict], *, retriever: str,
@@ -177,9 +217,11 @@ def summary_table(summary: MiningSummary, settings: MiningSettings, title: str):
              summary.considered),
             ("removed: anchors of the query", summary.anchors),
             ("removed: other passages judged for the query", summary.judged),
+            ("removed: copies of an anchor's text (under another id)", summary.duplicates),
+            ("removed: excluded passages (never mined for any query)", summary.excluded),
             (f"removed: ranks 1-{settings.skip_top} (--skip-top)" if settings.skip_top
              else "skip-top: off", summary.skipped_top),
-            (f"removed: above {1 - (settings.margin or 0):.0%} of the anchor's score "
+            (f"removed: above {1 - (settings.margin or 0):.0%} of the weakest anchor's score "
              "(--margin)" if settings.margin is not None else "margin filter: off",
              summary.above_margin),
             ("left", summary.kept),

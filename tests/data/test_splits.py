@@ -32,7 +32,8 @@ def test_carve_is_disjoint_by_query_and_loses_no_judgment():
     assert {**dev, **train} == data.split("train")
     assert all(any(grade >= 1 for grade in docs.values()) for docs in dev.values())
     assert carved.carved == {"carved_from": "train", "split": "dev", "seed": 3, "queries": 10,
-                             "remaining_train_queries": 50, "ids_digest": ids_digest(dev)}
+                             "remaining_train_queries": 50, "ids_digest": ids_digest(dev),
+                             "by": "group", "groups": 10, "overlap": 0}
     assert "dev" not in data.qrels  # the input dataset is not changed
 
 
@@ -43,10 +44,58 @@ def test_carve_is_identical_for_a_seed_in_any_file_order():
     assert set(carve_dev(beir_like(), size=12, seed=8).split("dev")) != set(first)
 
 
-def test_a_larger_carve_contains_the_smaller_one():
-    small = set(carve_dev(beir_like(), size=5, seed=0).split("dev"))
-    large = set(carve_dev(beir_like(), size=20, seed=0).split("dev"))
+def test_a_larger_carve_by_query_contains_the_smaller_one():
+    small = set(carve_dev(beir_like(), size=5, seed=0, by="query").split("dev"))
+    large = set(carve_dev(beir_like(), size=20, seed=0, by="query").split("dev"))
     assert small < large
+
+
+def shared_passages(groups: int = 30, size: int = 3) -> BeirDataset:
+    """``groups`` chains of ``size`` queries: g{i}q{j} judges passages p{i}_{j} and
+    p{i}_{j+1} relevant, so each chain shares passages along it (SciFact-like: claims
+    that cite one abstract) and no two chains share any."""
+    qrels, corpus = {}, {}
+    for g in range(groups):
+        for j in range(size):
+            qrels[f"g{g}q{j}"] = {f"p{g}_{j}": 1, f"p{g}_{j + 1}": 1}
+        corpus.update({f"p{g}_{j}": Passage(text=f"passage {g} {j}") for j in range(size + 1)})
+    return BeirDataset(corpus=corpus, queries={q: f"query {q}" for q in qrels},
+                       qrels={"train": qrels}, rule=BEIR)
+
+
+def trained_positives(dataset: BeirDataset) -> set[str]:
+    return {doc for docs in dataset.split("train").values() for doc, g in docs.items() if g}
+
+
+def test_the_default_carve_keeps_every_dev_passage_out_of_training():
+    data = shared_passages()
+    carved = carve_dev(data, size=12, seed=0)
+    dev = carved.split("dev")
+    assert len(dev) == 12 and carved.carved["by"] == "group"
+    assert carved.carved["groups"] == 4 and carved.carved["overlap"] == 0
+    dev_passages = {doc for docs in dev.values() for doc in docs}
+    assert not dev_passages & trained_positives(carved)
+    # whole chains: a query is in dev exactly when its chain-mates are
+    chains = {q.split("q")[0] for q in dev}
+    assert set(dev) == {f"{g}q{j}" for g in chains for j in range(3)}
+
+
+def test_carving_by_query_leaks_and_says_so(caplog):
+    data = shared_passages()
+    with caplog.at_level("WARNING"):
+        carved = carve_dev(data, size=12, seed=0, by="query")
+    assert carved.carved["by"] == "query" and carved.carved["groups"] == 12
+    dev_passages = {d for docs in carved.split("dev").values() for d in docs}
+    assert dev_passages & trained_positives(carved)
+    assert carved.carved["overlap"] > 0
+    assert "rewards memorising" in caplog.text
+
+
+def test_groups_that_do_not_fit_are_passed_over_for_smaller_ones():
+    data = shared_passages(groups=10, size=4)  # every group holds 4 queries
+    assert len(carve_dev(data, size=10, seed=0).split("dev")) == 8  # two groups, not three
+    with pytest.raises(DataError, match="larger than the 3 dev queries"):
+        carve_dev(data, size=3, seed=0)
 
 
 def test_a_fraction_counts_queries_with_a_relevant_passage():
@@ -90,7 +139,8 @@ def test_recipe_key_carves_from_train_and_refuses_a_folder_with_dev(tmp_path, ti
     recipe = recipe_for(folder, dev_from_train=3, dev_seed=1)
     data = load_recipe_data(recipe, with_test=True)
     assert len(data.split("dev")) == 3 and len(data.split("train")) == 6
-    assert data.carved["seed"] == 1
+    assert data.carved["seed"] == 1 and data.carved["by"] == "group"
+    assert data.carved["overlap"] == 0
     assert not (folder / "qrels" / "dev.tsv").exists()  # nothing written into the folder
     with pytest.raises(DataError, match="has its own"):
         load_recipe_data(recipe_for(tiny_beir_path, dev_from_train=2), with_test=False)
@@ -129,3 +179,37 @@ def replace_carved(dataset):
     from dataclasses import replace
 
     return replace(dataset, carved=None)
+
+
+def test_a_recipe_decontaminates_before_it_carves(tmp_path):
+    """data.decontaminate drops train judgments of test-relevant passages first, then dev is
+    carved from what is left; without --test the test qrels are not kept."""
+    from tapt.training.contrastive import load_recipe_data
+
+    data = shared_passages(groups=20, size=3)
+    train = data.split("train")
+    test = {"s1": {"p0_0": 1, "p0_1": 1}, "s2": {"p1_0": 1}}  # inside chains 0 and 1
+    folder = tmp_path / "data"
+    write_beir(folder, data.corpus, {**data.queries, "s1": "x", "s2": "y"},
+               {"train": train, "test": test})
+    recipe = recipe_for(folder, decontaminate=["test"], dev_from_train=6)
+    loaded = load_recipe_data(recipe, with_test=False)
+    assert "test" not in loaded.qrels
+    assert loaded.decontaminated["train_queries"] == [60, 59]  # g0q0 lost its only positive
+    assert loaded.decontaminated["judgments"] == [120, 116]
+    held = {"p0_0", "p0_1", "p1_0"}
+    for split in ("train", "dev"):
+        assert not {d for docs in loaded.split(split).values() for d in docs} & held
+    assert loaded.carved["overlap"] == 0 and loaded.carved["queries"] == 6
+    assert len(loaded.split("train")) == 53
+    with_test = load_recipe_data(recipe, with_test=True)
+    assert with_test.split("test") == test
+
+
+def test_a_recipe_refuses_to_decontaminate_against_its_own_train_split(tmp_path):
+    from tapt.recipe import RecipeError
+
+    folder = tmp_path / "data"
+    folder.mkdir()
+    with pytest.raises(RecipeError, match="decontaminate"):
+        recipe_for(folder, decontaminate=["train"])

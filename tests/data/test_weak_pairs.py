@@ -93,6 +93,20 @@ def test_weak_pairs_read_no_query_and_no_qrels(kind, tmp_path):
     assert pairs.to_dict() == {"query": expected["query"], "positive": expected["positive"]}
 
 
+def test_a_decontaminated_training_makes_no_weak_pair_of_a_held_out_passage(tmp_path):
+    from dataclasses import replace
+
+    from tapt.data.relevance import BEIR
+
+    whole = corpus()
+    held = frozenset(list(whole)[:4])
+    dataset = BeirDataset(corpus=whole, queries={}, qrels={}, rule=BEIR)
+    pairs = weak_pairs_for(replace(dataset, held_out=held), "title", folder=tmp_path, seed=0)
+    texts = {whole[doc].text for doc in held}
+    assert pairs.num_rows == len(whole) - len(held)
+    assert not set(pairs["positive"]) & texts
+
+
 def test_the_training_pairs_are_streamed_to_arrow_files_in_the_folder(tmp_path):
     """Memory-mapped from files under the scratch folder (not an in-memory table), the
     same pairs as the in-memory lists, and each build new: a second build in the same

@@ -97,6 +97,8 @@ def test_evaluation_warns_about_a_query_judged_in_another_split(synth_tiny, tmp_
     assert str(folder / "qrels" / "train.tsv") in warnings[0]
     assert "1 of 4 queries" in warnings[0] and f"'{query_id}'" in warnings[0]
     assert "binary_ndcg@10" in out_text(capsys)
+    skipped = [r.getMessage() for r in caplog.records if "no train_overlap" in r.getMessage()]
+    assert len(skipped) == 1 and "train.tsv" in skipped[0]  # the overlap is what is given up
 
 
 # --------------------------------------------------------------------------- 6. ids
