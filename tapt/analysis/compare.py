@@ -25,7 +25,9 @@ the ``per_query`` values of the result files (:mod:`tapt.analysis.significance`:
 difference, 95 % bootstrap interval, paired randomization test, Holm-corrected across
 systems). Systems are paired on the query ids they share; a system with seeds is tested on
 its per-query values averaged over the seeds first (the queries all seeds hold), so the
-test asks whether the system, not one lucky seed, differs from the baseline.
+test asks whether the system, not one lucky seed, differs from the baseline. Where the files
+record ``train_overlap``, each test is repeated on the novel queries, and a gain that holds
+only on seen ones is said (:mod:`tapt.analysis.novel_queries`).
 
 Results are paired only when they were evaluated on the same data (:mod:`tapt.analysis.pairing`):
 the results in one corpus column must share the data fingerprint (corpus, queries, qrels of
@@ -53,6 +55,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tapt.analysis import plots
+from tapt.analysis.novel_queries import (
+    NovelTests,
+    novel_cells,
+    novel_header,
+    novel_tests,
+    seen_only_notes,
+)
 from tapt.analysis.pairing import (
     FIELDS,
     SETTINGS,
@@ -107,6 +116,8 @@ class Cell:
     std: dict[str, float] = field(default_factory=dict)
     sources: list[str] = field(default_factory=list)
     per_query: list[object] = field(default_factory=list)
+    overlaps: list[object] = field(default_factory=list)
+    """Each file's ``train_overlap`` section (None where it has none)."""
 
 
 @dataclass
@@ -144,9 +155,17 @@ class BaselineTests:
     n_resamples: int
     seed: int
     results: dict[str, dict[str, Versus]]
+    novel: NovelTests | None = None
+    """The same tests on the novel queries (:mod:`tapt.analysis.novel_queries`)."""
 
     def notes(self) -> list[str]:
-        """What a reader must not miss: nothing tested, or nothing significant."""
+        """What a reader must not miss: nothing tested, nothing significant, a gain that
+        does not hold on novel queries (:func:`seen_only_notes`)."""
+        novel = seen_only_notes(self.results, self.novel, self.baseline) if self.novel else []
+        return self._tested_notes() + novel
+
+    def _tested_notes(self) -> list[str]:
+        """Nothing tested, or nothing significant."""
         by_corpus = {c: by for c, by in self.results.items() if by}
         if not by_corpus:
             return [f"no other system shares a corpus with {self.baseline}: nothing tested"]
@@ -226,8 +245,9 @@ class Comparison:
         """``{"vs_baseline": {corpus: test}}`` for a tested system, else nothing."""
         if self.tests is None:
             return {}
-        tested = {corpus: by[name].to_dict() for corpus, by in self.tests.results.items()
-                  if name in by}
+        novel = self.tests.novel or NovelTests()
+        tested = {corpus: {**by[name].to_dict(), **novel.to_dict(corpus, name)}
+                  for corpus, by in self.tests.results.items() if name in by}
         return {"vs_baseline": tested} if tested else {}
 
 
@@ -347,7 +367,8 @@ def _cell(group: list[tuple[Path, dict, bool]], metrics: Sequence[str], latency:
     return Cell(metrics={k: mean for k, (mean, _) in stats.items()},
                 latency_ms=sum(latencies) / len(latencies), source=sources[0],
                 std={k: std for k, (_, std) in stats.items()} if len(group) > 1 else {},
-                sources=sources, per_query=[result.get("per_query") for result in results])
+                sources=sources, per_query=[result.get("per_query") for result in results],
+                overlaps=[result.get("train_overlap") for result in results])
 
 
 def baseline_tests(comparison: Comparison, baseline: str, metric: str = PRIMARY, *,
@@ -359,16 +380,18 @@ def baseline_tests(comparison: Comparison, baseline: str, metric: str = PRIMARY,
         raise ValueError(f"--baseline {baseline}: not a system of this comparison; the "
                          f"systems are {', '.join(names)}")
     results: dict[str, dict[str, Versus]] = {}
-    for corpus in comparison.corpora:
-        here = {row.name: row.cells[corpus] for row in comparison.rows if corpus in row.cells}
+    cells = {corpus: {row.name: row.cells[corpus] for row in comparison.rows
+                      if corpus in row.cells} for corpus in comparison.corpora}
+    for corpus, here in cells.items():
         if baseline not in here:
             continue
         values = {name: seed_average(cell, metric, name, corpus) for name, cell in here.items()}
         sources = {name: ", ".join(cell.sources) for name, cell in here.items()}
         results[corpus] = against_baseline(values, baseline, sources=sources, corpus=corpus,
                                            n_resamples=n_resamples, seed=seed)
+    novel = novel_tests(cells, baseline, metric, n_resamples=n_resamples, seed=seed)
     return BaselineTests(baseline=baseline, metric=metric, n_resamples=n_resamples, seed=seed,
-                         results=results)
+                         results=results, novel=novel)
 
 
 SHORT = {"binary_ndcg@10": "bin nDCG@10", "graded_ndcg@10": "grd nDCG@10",
@@ -424,6 +447,7 @@ def _metric_cells(row: SystemRow, comparison: Comparison, metric: str,
             t = versus.test
             cells += [f"{t.delta:+.4f}", f"[{t.ci_low:+.4f}, {t.ci_high:+.4f}]",
                       f"{versus.p_holm:.4f}", f"{t.detectable:.4f}"]
+        cells += novel_cells(comparison.tests.novel, row.name)
     return cells
 
 
@@ -442,7 +466,8 @@ def _test_header(comparison: Comparison) -> list[str]:
     return [header for corpus in tests.results
             for header in (f"{corpus} Δ {short} vs {tests.baseline}",
                            f"{corpus} {CONFIDENCE:.0%} CI", f"{corpus} p (Holm)",
-                           f"{corpus} detectable Δ ({POWER:.0%} power)")]
+                           f"{corpus} detectable Δ ({POWER:.0%} power)")
+            ] + novel_header(tests.novel, short, tests.baseline)
 
 
 def markdown_table(comparison: Comparison, metric: str = PRIMARY) -> str:

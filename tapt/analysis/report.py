@@ -23,16 +23,18 @@ import logging
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 
 import yaml
 
 from tapt.analysis.pairing import WHOLE, DataKey, check_pair, data_key, unfingerprinted_note
 from tapt.analysis.result_files import read_result
+from tapt.analysis.run_records import TEST_FILE, overlap_rows, run_gate, split_records
 from tapt.data.beir import strictness
 from tapt.data.fingerprint import files_digest, ids_digest
 from tapt.data.relevance import choose_rule
 from tapt.data.sources import load_data
-from tapt.data.splits import carve_dev
+from tapt.data.splits import splits_to_load, training_splits
 from tapt.data.subcorpus import subcorpus_ids
 from tapt.recipe import DataSettings, EvalSettings, TrainingSettings
 from tapt.retrieval.bm25 import BM25Retriever
@@ -46,6 +48,8 @@ from tapt.training.run import (
     read_history,
 )
 from tapt.training.run_dir import RunDir
+from tapt.training.split_notes import carve_lines, decontamination_lines, overlap_lines
+from tapt.training.zero_shot_gate import gate_lines, gate_message
 from tapt.util.figures import save
 
 # rich is imported by the table printer only (importing tapt.analysis stays light).
@@ -71,6 +75,10 @@ class RunReport:
     plots: list[Path] = field(default_factory=list)
     relevance: dict | None = None
     """The relevance rule the run recorded in ``results.json`` (None: none recorded)."""
+    records: dict[str, dict] = field(default_factory=dict)
+    """``dev_carve``, ``decontaminated`` and the test's ``train_overlap``, those recorded."""
+    gate: dict | None = None
+    """The zero-shot gate (:mod:`tapt.training.zero_shot_gate`); None without zero-shot."""
 
     @property
     def name(self) -> str:
@@ -80,7 +88,8 @@ class RunReport:
         return {"run_dir": str(self.run_dir), "status": self.status, "metric": self.metric,
                 "best_step": self.best_step, "history": self.history,
                 "summary": self.summary, "references": self.references,
-                "notes": self.notes, "plots": [str(p) for p in self.plots]}
+                "notes": self.notes, "plots": [str(p) for p in self.plots],
+                **self.records, "zero_shot_gate": self.gate}
 
 
 def _data_setting(recipe: dict, key: str):
@@ -130,6 +139,9 @@ def load_run(run_dir: str | os.PathLike) -> RunReport:
         report.notes.append("results.json names no best checkpoint; the best dev evaluation "
                             "in metrics.jsonl is shown instead")
         report.best_step = max(history, key=lambda e: e[metric])["step"]
+    report.records = split_records(results, run.results_file, run.root / TEST_FILE)
+    report.gate = run_gate(results, run.results_file, history, report.best_step, metric,
+                           report.summary)
     return report
 
 
@@ -171,29 +183,46 @@ def _read_run_file(path: Path, parse) -> dict:
     return data
 
 
-def dev_subcorpus(recipe: dict):
+def dev_subcorpus(recipe: dict, recorded_carve: dict | None = None):
     """The run's dev data and sub-corpus ids, as the in-loop evaluator built them: under
     the recipe's relevance rule, and carved from train again when the run carved its dev
-    split (``data.dev_from_train``: same size and seed, so the same queries)."""
-    split = _data_setting(recipe, "dev_split")
-    carve = _data_setting(recipe, "dev_from_train")
-    train = _data_setting(recipe, "train_split")
+    split (``data.dev_from_train``: same decontamination, size, seed and carve, so the same
+    queries: :func:`tapt.data.splits.training_splits`)."""
+    data = SimpleNamespace(**{key: _data_setting(recipe, key) for key in (
+        "train_split", "dev_split", "test_split", "dev_from_train", "dev_seed", "dev_carve",
+        "decontaminate")})
     dataset = load_data(_data_setting(recipe, "path"), _data_setting(recipe, "config"),
-                        [split] if carve is None else [train],
+                        splits_to_load(data, with_test=False),
                         revision=_data_setting(recipe, "revision"),
                         relevant_from=_data_setting(recipe, "relevant_from"),
                         **strictness(_data_setting(recipe, "lenient")))
-    if carve is not None:
-        dataset = carve_dev(dataset, size=carve, seed=_data_setting(recipe, "dev_seed"),
-                            source_split=train, split=split)
+    dataset = training_splits(dataset, data)
+    check_same_carve(recorded_carve, dataset.carved)
+    split = data.dev_split
     ids = subcorpus_ids(dataset, split, distractors=_data_setting(recipe, "dev_distractors"),
-                        seed=_data_setting(recipe, "dev_seed"))
+                        seed=data.dev_seed)
     return dataset, split, ids
 
 
-def bm25_on_dev(recipe: dict) -> tuple[dict[str, float], str]:
-    """BM25 on the run's dev sub-corpus; returns the metrics and a note saying so."""
-    dataset, split, ids = dev_subcorpus(recipe)
+def check_same_carve(recorded: dict | None, today: dict | None) -> None:
+    """A ``ValueError`` when the dev split carved today is not the one the run recorded
+    (``dev_carve`` of its ``results.json``; no record: nothing to check), so that a
+    reference is never measured on other queries than the run's dev curve."""
+    if recorded is None or today is None:
+        return
+    for key in ("carved_from", "split", "by", "ids_digest"):
+        was, now = recorded.get(key, "query" if key == "by" else None), today.get(key)
+        if was != now:
+            raise ValueError(f"the dev split carved today differs from the run's (results.json "
+                             f"dev_carve.{key}: {was!r}, today {now!r}): the data, its "
+                             "decontamination or the carve changed since the run")
+
+
+def bm25_on_dev(recipe: dict, recorded_carve: dict | None = None
+                ) -> tuple[dict[str, float], str]:
+    """BM25 on the run's dev sub-corpus (carved again: it must be the carve the run
+    recorded); returns the metrics and a note saying so."""
+    dataset, split, ids = dev_subcorpus(recipe, recorded_carve)
     report = evaluate(BM25Retriever(progress=False), dataset, split, corpus_ids=ids,
                       with_title=_data_setting(recipe, "with_title"))
     return report.metrics, (f"BM25 computed on the run's {split} sub-corpus ({len(ids):,} "
@@ -295,7 +324,7 @@ def build_report(run_dir: str | os.PathLike, *, bm25: str | os.PathLike | None =
     report = load_run(run_dir)
     if bm25 == "compute":
         try:
-            metrics, note = bm25_on_dev(report.recipe)
+            metrics, note = bm25_on_dev(report.recipe, report.records.get("dev_carve"))
         except (OSError, ValueError) as err:  # data moved or not reachable
             metrics, note = None, f"BM25 not computed ({err}); pass --bm25 RESULT.json"
             logger.warning(note)
@@ -370,7 +399,8 @@ def render_markdown(report: RunReport, output_dir: Path, curve: Path | None = No
              + (f"{data['dev_distractors']:,} distractors (seed {data.get('dev_seed', 0)})"
                 if isinstance(data.get("dev_distractors"), int) else "every other passage"),
              f"- best checkpoint chosen on dev `{report.metric}`", ""]
-    lines += ["## Dev curve", ""]
+    lines += carve_lines(report.records.get("dev_carve"))
+    lines += decontamination_lines(report.records.get("decontaminated")) + ["## Dev curve", ""]
     if curve is not None:
         lines += [f"![dev curve]({_link(curve, output_dir)})", ""]
     lines += dev_table(report.history, report.metric, best_step=report.best_step, epochs=True)
@@ -393,6 +423,7 @@ def render_markdown(report: RunReport, output_dir: Path, curve: Path | None = No
                   else "")
         lines += [(f"Step {report.best_step}: dev {report.metric} "
                    f"**{best[report.metric]:.4f}**{change}."), ""]
+    lines += gate_lines(report.gate)
     others = {name: m for name, m in report.summary.items()
               if "guard" in name or name.startswith("averaged")}
     if others:  # eval.guard_data, training.average_last (the averaged weights are exported)
@@ -401,7 +432,7 @@ def render_markdown(report: RunReport, output_dir: Path, curve: Path | None = No
     lines += ["## Test metrics", ""]
     lines += (metrics_table(tests) if tests else
               ["No test metrics (run `tapt train RECIPE --test`, or `tapt eval` the export)."])
-    lines.append("")
+    lines += ["", *overlap_lines(report.records.get("train_overlap"), report.metric)]
     if report.plots:
         lines += ["## Plots", ""]
         for path in report.plots:
@@ -413,7 +444,8 @@ def history_table(report: RunReport):
     """A rich table of the dev curve, the references and the test metrics."""
     from rich.table import Table
 
-    table = Table(title=f"{report.name}: dev curve (best step {report.best_step})")
+    table = Table(title=f"{report.name}: dev curve (best step {report.best_step})",
+                  caption=gate_message(report.gate))
     table.add_column("step / row")
     for key in METRIC_KEYS:
         table.add_column(key, justify="right")
@@ -430,6 +462,8 @@ def history_table(report: RunReport):
     for label, metrics in report.summary.items():
         if "test" in label:
             table.add_row(label, *(f"{metrics[k]:.4f}" for k in METRIC_KEYS))
+    for label, metrics in overlap_rows(report.records.get("train_overlap")).items():
+        table.add_row(label, *(_cell(metrics[k]) for k in METRIC_KEYS))
     return table
 
 

@@ -59,7 +59,9 @@ def add_parsers(commands) -> None:
     compare.add_argument("--baseline", default=None, metavar="NAME",
                          help="test every system against this one on per-query values: "
                               "mean difference, 95%% bootstrap CI, paired randomization "
-                              "test p, Holm-corrected across systems")
+                              "test p, Holm-corrected across systems; again on the novel "
+                              "queries (no relevant passage trained on) when the result "
+                              "files record train_overlap")
     compare.add_argument("--allow-different", action="append", default=[],
                          choices=ALLOWABLE, metavar="|".join(ALLOWABLE),
                          help="pair results that differ in this (repeat for several): "

@@ -54,12 +54,22 @@ def cmd_train(args: argparse.Namespace) -> int:
     # (seconds), which a missing recipe or a bad key must not wait for
     from tapt.retrieval.evaluate import metrics_table
     from tapt.training.contrastive import train
+    from tapt.training.errors import ZeroShotGateError
+    from tapt.training.zero_shot_gate import gate_message
 
-    result = train(recipe, run_test=args.test, overwrite=args.overwrite)
+    try:
+        result = train(recipe, run_test=args.test, overwrite=args.overwrite)
+    except ZeroShotGateError as err:  # results.json written, nothing exported
+        terminal.console.print(f"[red]export refused:[/red] {escape(str(err))}",
+                               highlight=False, soft_wrap=True)
+        return 4
     if result.final_dir is None:  # not the main process
         return 0
     terminal.console.print(metrics_table(result.summary, title=f"{args.recipe.name}: TAPT results"))
     terminal.console.print(f"model exported to {result.final_dir}")
+    if warning := gate_message(result.zero_shot_gate):
+        terminal.console.print(f"[yellow]warning:[/yellow] {escape(warning)}", highlight=False,
+                               soft_wrap=True)
     return 0
 
 

@@ -98,6 +98,9 @@ def check_tapt_only(recipe) -> None:
     if recipe.training.average_last is not None:
         raise ValueError("training.average_last is a TAPT recipe key (tapt train); DAPT "
                          "exports its last weights")
+    if getattr(recipe.eval, "require_beats_zero_shot", False):
+        raise ValueError("eval.require_beats_zero_shot is a TAPT recipe key (tapt train); DAPT "
+                         "exports its last weights and has no zero-shot gate")
     if recipe.eval.guard_data is not None:
         raise ValueError("eval.guard_data is a TAPT recipe key (tapt train); DAPT evaluates "
                          "data.dev_data only")

@@ -30,7 +30,7 @@ from tapt.data.beir import BeirDataset, strictness
 from tapt.data.fingerprint import remember_digests
 from tapt.data.mined import read_mined
 from tapt.data.sources import load_data
-from tapt.data.splits import carve_dev, check_no_split_file
+from tapt.data.splits import check_no_split_file, splits_to_load, training_splits
 from tapt.data.subcorpus import subcorpus_ids
 from tapt.data.triplets import build_training_rows
 from tapt.data.weak_pairs import weak_pairs_for, with_weak_pairs
@@ -63,7 +63,9 @@ from tapt.training.run import (
 from tapt.training.run_dir import RunDir, checkpoint_step
 from tapt.training.run_start import RunStart, open_run_dir
 from tapt.training.scratch import scratch_folder
+from tapt.training.split_notes import data_records, test_records
 from tapt.training.tracking import check_wandb
+from tapt.training.zero_shot_gate import GATE_KEY, enforce, gate_message, zero_shot_gate
 from tapt.util.files import publish, unwritable_reason
 
 logger = logging.getLogger(__name__)
@@ -84,28 +86,39 @@ class TrainResult:
     summary: dict[str, dict[str, float]] = field(default_factory=dict)
     history: list[dict] = field(default_factory=list)
     best_step: int | None = None
+    zero_shot_gate: dict | None = None
+    """Whether the export beats the zero-shot dev score (:mod:`tapt.training.zero_shot_gate`)."""
 
 
 def load_recipe_data(recipe: Recipe, with_test: bool) -> BeirDataset:
     """The recipe's splits under its relevance rule; a query also judged in any other qrels
-    file (the test split included when it is not loaded) is an error. With
-    ``data.dev_from_train`` the dev split is carved from train (:mod:`tapt.data.splits`)."""
+    file (the test split included when it is not loaded) is an error. Train is
+    decontaminated against ``data.decontaminate``, and with ``data.dev_from_train`` the dev
+    split is carved from what is left (:func:`tapt.data.splits.training_splits`)."""
     data = recipe.data
-    carve = data.dev_from_train is not None
-    splits = [data.train_split] + ([] if carve else [data.dev_split])
-    if with_test:
-        splits.append(data.test_split)
-    if carve:
+    if data.dev_from_train is not None:
         check_no_split_file(data.path, data.config, data.dev_split)
-    dataset = load_data(data.path, data.config, splits, revision=data.revision,
-                        relevant_from=data.relevant_from, leaks="error",
-                        **strictness(data.lenient))
-    if carve:
-        dataset = carve_dev(dataset, size=data.dev_from_train, seed=data.dev_seed,
-                            source_split=data.train_split, split=data.dev_split)
+    dataset = load_data(data.path, data.config, splits_to_load(data, with_test),
+                        revision=data.revision, relevant_from=data.relevant_from,
+                        leaks="error", **strictness(data.lenient))
+    dataset = training_splits(dataset, data, keep=(data.test_split,) if with_test else ())
+    log_split_record(dataset)
     if with_test:  # test.json's data fingerprint: the files as read now, not after training
         remember_digests(dataset, [data.test_split])
     return dataset
+
+
+def log_split_record(dataset: BeirDataset) -> None:
+    """One log line each for the decontamination and the dev carve (also in results.json)."""
+    if (record := dataset.decontaminated):
+        logger.info("train decontaminated against %s: %d -> %d queries, %d -> %d judgments "
+                    "(%d passages held out)", ", ".join(record["against"]),
+                    *record["train_queries"], *record["judgments"], record["passages"])
+    if (carve := dataset.carved):
+        logger.info("dev carved from %s by %s: %d queries in %d groups, seed %d; %d dev "
+                    "queries have a relevant passage that a training query has as a positive",
+                    carve["carved_from"], carve["by"], carve["queries"], carve["groups"],
+                    carve["seed"], carve["overlap"])
 
 
 def column_prompts(model, columns: list[str] | None = None) -> dict[str, str]:
@@ -159,6 +172,8 @@ def train(recipe: Recipe, *, run_test: bool = False, callbacks: list | None = No
     Raises:
         NonFiniteTrainingError: the loss, a gradient or a dev evaluation went non-finite
             and the recipe says stop (the last finite checkpoint is kept; no ``final/``).
+        ZeroShotGateError: ``eval.require_beats_zero_shot`` and the exported weights' dev
+            score is not above the zero-shot one (results.json records it; no ``final/``).
         TrainingInterrupted: Ctrl-C while training (a ``KeyboardInterrupt`` naming the
             last complete checkpoint).
     """
@@ -191,7 +206,8 @@ def train_in(start: RunStart, recipe: Recipe, *, run_test: bool = False,
     guard_set = guard_evaluator(recipe)  # eval.guard_data: checked before the model loads
     mined = None
     if recipe.data.mined_negatives:
-        mined = read_mined(recipe.data.mined_negatives, dataset, recipe.data.train_split)
+        mined = read_mined(recipe.data.mined_negatives, dataset, recipe.data.train_split,
+                           with_title=recipe.data.with_title)
     from tapt.training.grouped_batches import group_of
 
     grouping = group_of(dataset, recipe.data.batch_by)
@@ -259,7 +275,16 @@ def train_in(start: RunStart, recipe: Recipe, *, run_test: bool = False,
                 + ", ".join(map(str, averaged["steps"])) + ")")
         check_exportable(model, None, None, weights=what)
         averaged_rows = averaged_metrics(model, evaluator, what)
-    result = TrainResult(run_dir=run.root, final_dir=None, history=history, best_step=best_step)
+    summary = {**summarize(history, best_step), **averaged_rows}
+    if zero_shot_test is not None:
+        summary["zero-shot test"] = zero_shot_test
+    gate = zero_shot_gate(history, best_step, recipe.eval.metric, averaged_rows.get(
+        "averaged dev")) if recipe.eval.zero_shot else None
+    enforce(gate, recipe.eval.require_beats_zero_shot, run,  # recorded, then nothing exported
+            {"summary": summary, "best_step": best_step, "relevance": dataset.rule.to_dict(),
+             **data_records(dataset), "history": history})
+    result = TrainResult(run_dir=run.root, final_dir=None, history=history, best_step=best_step,
+                         zero_shot_gate=gate)
 
     # 5. Export first (a failing test evaluation must not cost the model), then test.
 
@@ -277,14 +302,11 @@ def train_in(start: RunStart, recipe: Recipe, *, run_test: bool = False,
     trained_test = trained_report.metrics if trained_report is not None else None
     if not is_main_process():
         return result
-    summary = {**summarize(history, best_step), **averaged_rows}
-    if zero_shot_test is not None:
-        summary["zero-shot test"] = zero_shot_test
     if trained_test is not None:
         summary["TAPT test"] = trained_test
     result.summary = summary
     write_card(staging, recipe, history=history, summary=summary, best_step=best_step,
-               averaged=averaged)
+               averaged=averaged, gate=gate, splits=test_records(dataset, trained_report))
     write_results(run, {"status": "finished", "summary": summary, "best_step": best_step,
                         "export": averaged or {"kind": "best", "steps": [best_step]},
                         "eval_dtype": evaluator.history[-1]["dtype"] if evaluator.history
@@ -293,13 +315,17 @@ def train_in(start: RunStart, recipe: Recipe, *, run_test: bool = False,
                         "refused_evaluations": len(evaluator.refusals),
                         "relevance": dataset.rule.to_dict(),
                         **({"dev_carve": dataset.carved} if dataset.carved else {}),
-                        "history": history})
+                        **({"decontaminated": dataset.decontaminated}
+                           if dataset.decontaminated else {}),
+                        **({GATE_KEY: gate} if gate else {}), "history": history})
     result.final_dir = publish(staging, run.final)
     if trained_report is not None:
         trained_report.write_json(run.root / TEST_RESULTS)
     if recipe.tracking.backend == "wandb":
         finish_wandb(summary)
     push_to_hub(recipe, run.final)
+    if warning := gate_message(gate):
+        logger.warning("%s", warning)
     return result
 
 
@@ -387,6 +413,6 @@ def report_on_test(model, dataset: BeirDataset, recipe: Recipe, *, name: str | N
                                 max_tokens_per_batch=recipe.eval.max_tokens_per_batch,
                                 cache_dir=None if root is None else str(root))
     return evaluate(retriever, dataset, recipe.data.test_split,
-                    with_title=recipe.data.with_title,
+                    with_title=recipe.data.with_title, train_split=recipe.data.train_split,
                     info={"distractors": None, "fraction": None, "seed": None,
                           "top_k": recipe.eval.top_k})  # the whole corpus, as tapt eval's

@@ -33,3 +33,17 @@ class TrainingInterrupted(KeyboardInterrupt):
         where = (f"the last complete checkpoint is {self.checkpoint}" if self.checkpoint
                  else f"no checkpoint was completed yet in {self.run_dir}")
         return f"interrupted: {where}; resume with: {command}"
+
+
+class ZeroShotGateError(RuntimeError):
+    """``eval.require_beats_zero_shot``: the exported weights' dev score is not above the
+    zero-shot one (or could not be compared); ``results.json`` records the run, nothing is
+    exported (:mod:`tapt.training.zero_shot_gate`).
+
+    Attributes:
+        gate: The ``zero_shot_gate`` record (metric, zero-shot and best scores).
+    """
+
+    def __init__(self, message: str, gate: dict) -> None:
+        super().__init__(message)
+        self.gate = dict(gate)

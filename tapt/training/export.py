@@ -31,7 +31,9 @@ from tapt.retrieval.metrics import METRIC_KEYS
 from tapt.retrieval.mteb_results import mteb_eval_results
 from tapt.training.dev_history import dev_curve, dev_table, metrics_table
 from tapt.training.lora import merge_lora
+from tapt.training.split_notes import split_lines
 from tapt.training.weights import MergeError
+from tapt.training.zero_shot_gate import gate_lines
 from tapt.util.figures import save
 from tapt.util.files import atomic_write_json, atomic_write_text, publish
 from tapt.util.ids import is_hub_id
@@ -215,9 +217,12 @@ def write_dev_curve(history: list[dict], metric: str, path: Path) -> Path | None
 
 def tapt_card_section(recipe: Recipe, history: list[dict], summary: dict[str, dict[str, float]],
                       best_step: int | None, curve: Path | None,
-                      averaged: dict | None = None) -> str:
+                      averaged: dict | None = None, gate: dict | None = None,
+                      splits: dict | None = None) -> str:
     """tapt's section of the model card (it comes first, ends with
-    :data:`CARD_SECTION_END`)."""
+    :data:`CARD_SECTION_END`); ``gate``: the zero-shot gate, a warning when the model does
+    not beat its base model on dev; ``splits``: the split records
+    (:mod:`tapt.training.split_notes`), stated under "Splits"."""
     training = recipe.training
     length = ("max steps", training.max_steps) if training.max_steps > 0 else \
         ("epochs", training.epochs)  # max_steps, when set, is what stopped training
@@ -227,7 +232,8 @@ def tapt_card_section(recipe: Recipe, history: list[dict], summary: dict[str, di
              "hard negative), best checkpoint chosen on "
              f"{recipe.data.dev_split} `{recipe.eval.metric}`"
              + (f" (step {best_step})." if best_step is not None else "."), ""]
-    lines += averaged_card_lines(averaged) + ["| hyperparameter | value |", "|---|---|"]
+    lines += gate_lines(gate) + averaged_card_lines(averaged)
+    lines += ["| hyperparameter | value |", "|---|---|"]
     for key, value in [("base model", model_label(recipe.model.name)),
                        ("loss", recipe.loss.name),
                        ("scale", recipe.loss.scale), length,
@@ -244,6 +250,8 @@ def tapt_card_section(recipe: Recipe, history: list[dict], summary: dict[str, di
     shown = {f"{name} (step {best_step})" if name == "best dev" and best_step is not None
              else name: metrics for name, metrics in summary.items()}
     lines += ["", "### Results", "", *metrics_table(shown), ""]
+    described = split_lines(splits or {}, recipe.eval.metric)
+    lines += ["### Splits", "", *described] if described else []
     if history:
         lines += ["### Dev curve", ""]
         if curve is not None:
@@ -304,16 +312,19 @@ def cast_saved_weights(folder: Path, dtype: str) -> None:
 
 def write_card(folder: Path, recipe: Recipe, *, history: list[dict],
                summary: dict[str, dict[str, float]], best_step: int | None,
-               averaged: dict | None = None) -> None:
+               averaged: dict | None = None, gate: dict | None = None,
+               splits: dict | None = None) -> None:
     """Put tapt's section first in the model card (replacing an earlier one), under the
     card's title, and set its front matter (:func:`card_with_front_matter`); write the dev
     curve and ``tapt_results.json``. ``averaged``: the record of ``training.average_last``
-    (:func:`tapt.training.average.average_last`), named in the card."""
+    (:func:`tapt.training.average.average_last`), named in the card; ``gate`` and
+    ``splits``: see :func:`tapt_card_section`."""
     curve = write_dev_curve(history, recipe.eval.metric, folder / "dev_curve.png")
     card = folder / "README.md"
     text = card.read_text(encoding="utf-8") if card.exists() else "---\nlicense: apache-2.0\n---\n"
     text = card_with_front_matter(without_tapt_section(text), recipe, summary)
-    section = tapt_card_section(recipe, history, summary, best_step, curve, averaged)
+    section = tapt_card_section(recipe, history, summary, best_step, curve, averaged, gate,
+                                splits)
     atomic_write_text(card, with_section_first(text, section))
     atomic_write_json(folder / "tapt_results.json", summary)
 

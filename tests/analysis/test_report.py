@@ -150,3 +150,26 @@ def test_bm25_on_dev_carves_the_dev_split_as_the_run_did(tiny_beir_path, tmp_pat
     assert len(dataset.qrels["dev"]) == 2
     metrics, note = bm25_on_dev(recipe)
     assert 0 <= metrics["binary_ndcg@10"] <= 1 and "2 queries" in note
+
+
+def test_bm25_on_dev_refuses_a_carve_other_than_the_runs(tiny_beir_path, tmp_path):
+    """The run recorded its dev carve (results.json dev_carve): when today's carve differs
+    (data changed, a run carved by query before the group carve was the default), BM25 is
+    not measured on other queries than the run's dev curve."""
+    import shutil
+
+    import pytest
+
+    from tapt.analysis.report import bm25_on_dev, dev_subcorpus
+
+    data = Path(shutil.copytree(tiny_beir_path, tmp_path / "beir"))
+    (data / "qrels" / "dev.tsv").unlink()
+    recipe = {"model": {"name": "tiny"}, "output_dir": "x",
+              "data": {"path": str(data), "dev_from_train": 2, "dev_seed": 3}}
+    today = dev_subcorpus(recipe)[0].carved
+    assert bm25_on_dev(recipe, dict(today))[0]  # the same carve: measured
+    legacy = {key: value for key, value in today.items() if key != "by"}  # by query, then
+    with pytest.raises(ValueError, match="dev_carve.by"):
+        bm25_on_dev(recipe, legacy)
+    with pytest.raises(ValueError, match="dev_carve.ids_digest"):
+        bm25_on_dev(recipe, {**today, "ids_digest": "0" * 32})

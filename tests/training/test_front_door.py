@@ -195,10 +195,19 @@ def test_tapt_card_rewrite_replaces_its_section(tapt_run):
     before = (final / "README.md").read_text()
     summary = json.loads((final / "tapt_results.json").read_text())
     history = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
-    write_card(final, load_recipe(recipe_file), history=history, summary=summary, best_step=2)
+    from tapt.analysis.run_records import split_records
+
+    results_file = run / "results.json"
+    results = json.loads(results_file.read_text())
+    splits = split_records(results, results_file, run / "test.json")
+    assert "train_overlap" in splits  # the first card had them: the rewrite must too
+    write_card(final, load_recipe(recipe_file), history=history, summary=summary, best_step=2,
+               gate=results.get("zero_shot_gate"), splits=splits)
     after = (final / "README.md").read_text()
     assert after.count(CARD_SECTION_MARKER) == 1
     assert after == before
+    write_card(final, load_recipe(recipe_file), history=history, summary=summary, best_step=2)
+    assert "### Splits" not in (final / "README.md").read_text()  # replaced, not appended
 
 
 def test_tapt_card_loads_the_pushed_repository(tapt_run):
@@ -258,6 +267,9 @@ def test_train_test_writes_a_result_file_tapt_compare_reads(tapt_run, capsys):
     for key, value in results["summary"]["TAPT test"].items():
         assert result[key] == value
     assert result["evaluated"]["split"] == "test" and result["per_query"]
+    overlap = result["train_overlap"]  # against the queries the run trained on
+    assert overlap["split"] == "test" and overlap["train_split"] == "train"
+    assert overlap["seen"] + overlap["novel"] == len(result["per_query"])
     assert result["evaluated"]["model"] == str(run / "final")
     comparison = compare_results([str(test_file)])
     assert comparison.rows[0].kind == "tapt"  # the export's tapt_preset.json says so

@@ -107,7 +107,9 @@ def test_dapt_recipes_refuse_the_tapt_only_keys(tiny_bert_path, tiny_beir_path, 
     base = {"model": {"name": str(tiny_bert_path)}, "data": {"path": str(tiny_beir_path)},
             "objective": {"name": "mlm"}, "output_dir": str(tmp_path / "dapt")}
     for section, values, key in [("eval", {"guard_data": str(tiny_beir_path)}, "eval.guard_data"),
-                                 ("training", {"average_last": 2}, "training.average_last")]:
+                                 ("training", {"average_last": 2}, "training.average_last"),
+                                 ("eval", {"require_beats_zero_shot": True},
+                                  "eval.require_beats_zero_shot")]:
         with pytest.raises(ValueError, match=key):
             DaptRecipe.model_validate({**base, section: values})
 

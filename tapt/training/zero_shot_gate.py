@@ -1,0 +1,118 @@
+"""Does the trained model beat its base model on dev? The zero-shot gate of a TAPT run.
+
+With ``eval.zero_shot`` the dev history starts with the base model's evaluation (step 0).
+At the end of training the exported weights' dev score (the best checkpoint's, or under
+``training.average_last`` the average's) is compared with it on ``eval.metric``; a score
+that is not strictly above says the fine-tune did not help (the trainer still exports its
+best checkpoint, which may be worse than the base model it started from).
+
+The outcome is ``results.json``'s ``zero_shot_gate`` record::
+
+    {"metric": "binary_ndcg@10", "zero_shot": 0.61, "best": 0.60, "best_step": 40,
+     "exported": "best", "beats_zero_shot": false}
+
+(``"averaged": x`` and ``"exported": "averaged"`` under ``training.average_last``;
+``beats_zero_shot`` is null when a score is missing, e.g. a refused zero-shot evaluation).
+A run that does not beat says so at the end, in ``results.json`` and in the model card
+(:data:`NOT_BEATEN`); with ``eval.require_beats_zero_shot`` it is an error
+(:func:`enforce`): ``results.json`` is written first, and nothing is exported, as after a
+non-finite stop. A gate that cannot be checked (null) fails the requirement too.
+
+DAPT has no gate: it exports its last weights, and continued pretraining is expected to
+move the dev retrieval score of the encoder as it is (TAPT follows it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from tapt.retrieval.metrics import METRIC_KEYS
+from tapt.training.distributed import is_main_process
+from tapt.training.errors import ZeroShotGateError
+from tapt.training.run import write_results
+from tapt.training.run_dir import RunDir
+from tapt.util.finite import metric_value
+
+GATE_KEY = "zero_shot_gate"
+NOT_BEATEN = "does not beat its base model on dev"
+REFUSED_STATUS = "refused: does not beat its base model on dev"
+
+
+def zero_shot_gate(history: Sequence[Mapping], best_step: int | None, metric: str,
+                   averaged: Mapping[str, float] | None = None) -> dict:
+    """The gate record of a dev ``history`` (step 0: zero-shot; refused evaluations are
+    skipped) and its ``best_step``; ``averaged``: the averaged weights' dev metrics, which
+    are then what is exported and compared."""
+    by_step = {entry["step"]: entry for entry in history if not entry.get("error")}
+    zero = by_step.get(0, {}).get(metric)
+    best = by_step.get(best_step, {}).get(metric) if best_step is not None else None
+    record: dict = {"metric": metric, "zero_shot": zero, "best": best, "best_step": best_step,
+                    "exported": "best"}
+    exported = best
+    if averaged is not None:
+        exported = record["averaged"] = averaged.get(metric)
+        record["exported"] = "averaged"
+    record["beats_zero_shot"] = None if zero is None or exported is None else exported > zero
+    return record
+
+
+def gate_message(gate: Mapping | None) -> str | None:
+    """The warning line of a gate that did not pass (None when it passed, or there is none)."""
+    if gate is None or gate.get("beats_zero_shot") is True:
+        return None
+    metric, zero = gate.get("metric"), gate.get("zero_shot")
+    score = gate.get("averaged") if gate.get("exported") == "averaged" else gate.get("best")
+    if gate.get("beats_zero_shot") is None:
+        return (f"whether this model beats its base model on dev could not be checked (dev "
+                f"{metric}: zero-shot {_shown(zero)}, exported {_shown(score)})")
+    what = ("the averaged weights' dev" if gate.get("exported") == "averaged"
+            else f"the best dev (step {gate.get('best_step')})")
+    return (f"this model {NOT_BEATEN}: {what} {metric} {score:.4f} is not above the "
+            f"zero-shot {zero:.4f}")
+
+
+def _shown(value) -> str:
+    return f"{value:.4f}" if isinstance(value, float) else "not recorded"
+
+
+def enforce(gate: Mapping | None, required: bool, run: RunDir, record: Mapping) -> None:
+    """With ``required`` (``eval.require_beats_zero_shot``) and a gate that did not pass:
+    ``results.json`` (``record`` plus the status, the error and the gate; main process)
+    is written, then :class:`~tapt.training.errors.ZeroShotGateError` is raised on every
+    rank, before anything is exported. Otherwise nothing happens."""
+    message = gate_message(gate)
+    if not required or message is None:
+        return
+    error = (f"{message}; eval.require_beats_zero_shot refuses the export (results.json "
+             f"records the run; the checkpoints are kept in {run.checkpoints})")
+    if is_main_process():
+        write_results(run, {"status": REFUSED_STATUS, "error": error, **record,
+                            GATE_KEY: dict(gate)})
+    raise ZeroShotGateError(error, dict(gate))
+
+
+def gate_problem(gate) -> tuple[str, str] | None:
+    """``(field, what is wrong)`` with a ``zero_shot_gate`` record read from a file, or None;
+    the field is relative to the record (``zero_shot``, ...)."""
+    if not isinstance(gate, dict):
+        return "", f"expected an object, got {gate!r}"
+    if gate.get("metric") not in METRIC_KEYS:
+        return "metric", f"expected one of {', '.join(METRIC_KEYS)}, got {gate.get('metric')!r}"
+    for key in ("zero_shot", "best", "averaged"):
+        if gate.get(key) is not None and not metric_value(gate[key]):
+            return key, f"expected a number in [0, 1] or null, got {gate[key]!r}"
+    step = gate.get("best_step")
+    if step is not None and (isinstance(step, bool) or not isinstance(step, int) or step < 0):
+        return "best_step", f"expected a whole number >= 0 or null, got {step!r}"
+    if gate.get("beats_zero_shot") not in (True, False, None):
+        return "beats_zero_shot", f"expected true, false or null, got {gate['beats_zero_shot']!r}"
+    return None
+
+
+def gate_lines(gate: Mapping | None) -> list[str]:
+    """A card's or report's Markdown lines on a gate that did not pass (bold, first thing a
+    reader sees after the summary sentence); none when it passed."""
+    message = gate_message(gate)
+    if message is None:
+        return []
+    return [f"> **Warning: {message[0].upper()}{message[1:]}.**", ""]
