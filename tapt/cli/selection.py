@@ -79,8 +79,9 @@ def _add_merge_parser(commands) -> None:
     pick.add_argument("--pick-on-dev", default=None, metavar="DATA",
                       help="BEIR folder or Hub dataset id: evaluate each --grid weight on its "
                            "dev split as tapt eval does and keep the best; or a tapt run "
-                           "folder: its recipe's own dev set (a carved dev split, its "
-                           "sub-corpus and encoding settings; the data flags are not used)")
+                           "folder: its recipe's own dev set (a carved dev split, which "
+                           "must be the one the run recorded, its sub-corpus and encoding "
+                           "settings; the data flags are not used)")
     pick.add_argument("--grid", type=fraction, nargs="+", default=None, metavar="W",
                       help="weights of the first model to try (the second gets 1 - W; "
                            "default: 0 0.25 0.5 0.75 1)")
@@ -149,10 +150,13 @@ def cmd_merge(args: argparse.Namespace) -> int:
                        inputs=dev_inputs + data_inputs("--guard-data", args.guard_data))
     check_folder("--output", args.output.parent, shown=args.output)
     dev = None
-    if run is not None:  # a run folder: its own dev set
+    if run is not None:  # a run folder: its own dev set, carved as the run recorded
+        from tapt.selection.merge import check_run_carve
         from tapt.selection.soup import dev_settings
 
-        dev = replace(dev_settings(run), grid=grid, metric=args.metric,
+        own = dev_settings(run)
+        check_run_carve(Path(args.pick_on_dev), own.dataset.carved)
+        dev = replace(own, grid=grid, metric=args.metric,
                       device=args.device, progress=terminal.show_progress(args),
                       guard=_guard_set(args))
     elif args.pick_on_dev:

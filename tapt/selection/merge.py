@@ -17,6 +17,10 @@ With two models, :func:`pick_on_dev` evaluates a grid of weights on a dev split 
 ``tapt eval``'s path and keeps the best one; given a guard set (``--guard-data``, an
 out-of-domain BEIR folder), it keeps the best dev weight among those whose guard metric is
 at least the second model's (w = 0, the base) minus a tolerance (:func:`best_weight`).
+A run folder's dev set (``tapt merge --pick-on-dev RUN``, and the soups of
+:mod:`tapt.selection.soup`) is rebuilt from today's data: a carved dev split must be the one
+the run recorded in ``results.json`` (``dev_carve``: :func:`check_carve`), else it is
+refused before any model loads, since it could hold queries the run trained on.
 
 Limits: every source is held in memory at once (n x the float32 model), plus one merged
 copy; only models whose module list, state-dict keys, shapes, dtypes and tokenizer
@@ -34,6 +38,7 @@ Example::
 from __future__ import annotations
 
 import copy
+import json
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -292,6 +297,88 @@ def dev_metrics(model, settings: DevSettings, name: str
             "num_queries": report.info.get("num_queries"),
             "eval_dtype": report.info.get("dtype")}
     return metrics, info, guarded
+
+
+# --- the dev carve a run was trained beside ------------------------------------------------
+
+CARVE_KEYS = ("carved_from", "split", "by", "ids_digest")
+"""The fields of a ``dev_carve`` record (:class:`tapt.data.splits.CarvedSplit`) that must be
+equal for two carves to be one dev split: where from, how, and which queries."""
+LEGACY_CARVE_BY = "query"
+"""``by`` of a record written before tapt recorded it: it carved single queries then."""
+CARVE_CHANGED = ("dev is then not the split the run was trained beside and can hold queries "
+                 "it trained on (the data, its relevance rule, its decontamination or the "
+                 "carve changed since); evaluate on the data the run was trained on, or "
+                 "retrain it")
+
+
+def read_carve(results: Path, record: object = None) -> dict | None:
+    """The ``dev_carve`` record of a run's ``results.json`` (``record``: its content, when
+    read already); None when it records none. A file that cannot be read, or a record that
+    is not an object, is a :class:`MergeError` naming the file (and field)."""
+    if record is None:
+        try:
+            record = json.loads(results.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError, RecursionError) as err:
+            raise MergeError(f"{results}: cannot be read ({err})") from None
+    carve = record.get("dev_carve") if isinstance(record, dict) else None
+    if carve is not None and not isinstance(carve, dict):
+        raise MergeError(f"{results}: field 'dev_carve': expected an object, got {carve!r}")
+    return carve
+
+
+def carve_difference(first: dict | None, second: dict | None
+                     ) -> tuple[str, object, object] | None:
+    """The first field in which two ``dev_carve`` records differ, with both values
+    (``dev_carve`` itself when only one is a carve); None: the same dev split."""
+    if first is None or second is None:
+        return None if first is second else ("dev_carve", first, second)
+    for key in CARVE_KEYS:
+        default = LEGACY_CARVE_BY if key == "by" else None
+        was, now = first.get(key, default), second.get(key, default)
+        if was != now:
+            return f"dev_carve.{key}", was, now
+    return None
+
+
+def check_carve(run: Path, recorded: dict | None, today: dict | None) -> None:
+    """Refuse (:class:`MergeError` naming the run's ``results.json`` and the field) a dev
+    split carved ``today`` (``BeirDataset.carved``; None: read from the data) that is not
+    the one the run ``recorded`` (its ``dev_carve``)."""
+    difference = carve_difference(recorded, today)
+    if difference is None:
+        return
+    results = run / "results.json"
+    key, was, now = difference
+    if was is None:
+        raise MergeError(f"{results}: records no dev carve (field 'dev_carve'), but today's "
+                         f"recipe carves its dev split from '{now.get('carved_from')}' "
+                         "(data.dev_from_train): which queries the run trained on cannot be "
+                         "checked against it (a run of a tapt that did not record carves, "
+                         "or one that did not finish); retrain it")
+    if now is None:
+        raise MergeError(f"{results}: field 'dev_carve': the run was trained beside a dev "
+                         f"split carved from '{was.get('carved_from')}', but today's recipe "
+                         "reads its dev split from the data: not the split the run was "
+                         "selected on")
+    legacy = (" (a record without 'by' is from a tapt that carved single queries: "
+              "data.dev_carve: query)" if key == "dev_carve.by" and "by" not in was else "")
+    raise MergeError(f"{results}: field '{key}': the run recorded {was!r}{legacy}, today's "
+                     f"data and recipe carve {now!r}; {CARVE_CHANGED}")
+
+
+def check_run_carve(run: Path, today: dict | None) -> None:
+    """:func:`check_carve` of a run folder's ``results.json`` (``tapt merge --pick-on-dev
+    RUN``): a run without one passes only when dev is not carved today."""
+    results = run / "results.json"
+    if not results.is_file():
+        if today is not None:
+            raise MergeError(f"{run}: no results.json, so no dev carve is recorded, but its "
+                             "recipe carves the dev split (data.dev_from_train): which "
+                             "queries the run trained on cannot be checked against it; "
+                             "pick on a finished run")
+        return
+    check_carve(run, read_carve(results), today)
 
 
 # --- the whole operation ------------------------------------------------------------------

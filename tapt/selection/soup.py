@@ -11,12 +11,16 @@
 
 Every ingredient must be a finished tapt run (``final/``, ``recipe.yaml``,
 ``results.json``) of the same architecture, evaluated on the same dev set: the recipes'
-dev data keys (path, config, splits, carve, distractors, relevance rule, titles) and dev
-metric must be equal, else the soup is refused naming the key. The dev set is the
-recipes' (``tapt.training.contrastive.load_recipe_data``: a carved dev split too), the
-evaluation ``tapt eval``'s (:func:`tapt.selection.merge.dev_metrics`). The result is a
-normal tapt export (:func:`tapt.selection.merge_export.export_merge`) whose card and
-``merge.json`` list the ingredients, the weights and each greedy step.
+dev data keys (:data:`DEV_KEYS`: path, config, splits, carve, decontamination, distractors,
+relevance rule, titles) and dev metric must be equal, else the soup is refused naming the
+key. The dev set is the recipes' (``tapt.training.contrastive.load_recipe_data``: a carved
+dev split too); a carved one is rebuilt from today's data, so it must be the carve every
+ingredient recorded in its ``results.json`` (``dev_carve``: the same queries, carved the
+same way; :func:`tapt.selection.merge.check_carve`), else the soup is refused naming the
+run and the field before any model loads (dev could hold an ingredient's training
+queries). The evaluation is ``tapt eval``'s (:func:`tapt.selection.merge.dev_metrics`). The
+result is a normal tapt export (:func:`tapt.selection.merge_export.export_merge`) whose card
+and ``merge.json`` list the ingredients, the weights and each greedy step.
 
 Limits: every ingredient's state dict is held in memory at once (K x the float32 model)
 plus one working copy; the greedy soup costs K dev evaluations, the uniform one 1.
@@ -40,16 +44,33 @@ from typing import Literal
 
 from tapt.data.subcorpus import subcorpus_ids
 from tapt.recipe import RecipeError, load_recipe
-from tapt.selection.merge import DevSettings, check_same_architecture, dev_metrics, load_sources
+from tapt.selection.merge import (
+    DevSettings,
+    carve_difference,
+    check_carve,
+    check_same_architecture,
+    dev_metrics,
+    load_sources,
+    read_carve,
+)
 from tapt.selection.merge_export import check_merge_output, export_merge
 from tapt.training.run_start import input_paths
 from tapt.training.weights import MergeError, merge_into
 from tapt.util.finite import metric_value
 
 SoupMethod = Literal["greedy", "uniform"]
-DEV_KEYS = ("path", "config", "revision", "train_split", "dev_split", "dev_from_train",
-            "dev_seed", "dev_distractors", "relevant_from", "with_title", "lenient")
-"""The recipe ``data`` keys that define the dev set: equal in every ingredient."""
+DEV_SET_KEYS = ("path", "config", "revision", "train_split", "dev_split", "dev_from_train",
+                "dev_carve", "dev_seed", "dev_distractors", "relevant_from", "lenient",
+                "decontaminate")
+"""The recipe ``data`` keys that decide which dev queries, passages and grades are scored
+(the carve is made from the train split after its decontamination): one value in every
+ingredient of a soup and every trial of a sweep (:mod:`tapt.selection.sweep`)."""
+CARVED_DEV_KEYS = ("train_split", "dev_carve", "decontaminate")
+"""Of :data:`DEV_SET_KEYS`, those that change the dev set only when it is carved from train
+(``data.dev_from_train``): a dev split read from the data is not touched by them."""
+DEV_KEYS = (*DEV_SET_KEYS, "with_title")
+"""The recipe ``data`` keys that define the dev evaluation (the set, and how its passages
+are encoded): equal in every ingredient."""
 TIE_TOLERANCE = 1e-9
 
 
@@ -60,6 +81,8 @@ class Ingredient:
     run: Path
     recipe: object
     recorded_dev: dict[str, float]
+    carve: dict | None = None
+    """The dev carve the run recorded (``results.json``'s ``dev_carve``; None: none)."""
 
     @property
     def model(self) -> Path:
@@ -117,7 +140,8 @@ def read_ingredient(run: str | Path, metric: str | None = None) -> Ingredient:
     if not metric_value(dev[wanted]):
         raise MergeError(f"{results}: field 'summary.best dev.{wanted}': expected a finite "
                          f"number in [0, 1], got {dev[wanted]!r}")
-    return Ingredient(run=run, recipe=recipe, recorded_dev=dev)
+    return Ingredient(run=run, recipe=recipe, recorded_dev=dev,
+                      carve=read_carve(results, record))
 
 
 def check_same_dev(ingredients: Sequence[Ingredient]) -> None:
@@ -130,6 +154,12 @@ def check_same_dev(ingredients: Sequence[Ingredient]) -> None:
                 raise MergeError(f"data.{key} differs between {first.run} ({a!r}) and "
                                  f"{other.run} ({b!r}): a soup's ingredients must share one "
                                  "dev set")
+        difference = carve_difference(first.carve, other.carve)
+        if difference is not None:
+            key, a, b = difference
+            raise MergeError(f"the dev carves recorded in {first.run / 'results.json'} and "
+                             f"{other.run / 'results.json'} differ (field '{key}': {a!r} vs "
+                             f"{b!r}): a soup's ingredients must share one dev set")
         if first.recipe.eval.metric != other.recipe.eval.metric:
             raise MergeError(f"eval.metric differs between {first.run} and {other.run}")
         if first.recipe.model.max_seq_length != other.recipe.model.max_seq_length:
@@ -178,6 +208,8 @@ def soup(runs: Sequence[str | Path], output: str | Path, *, method: SoupMethod =
                                for key, path in [("RUN", i.run), *input_paths(i.recipe)]])
     check_same_dev(ingredients)
     settings = dev_settings(ingredients[0].recipe)
+    for ingredient in ingredients:  # today's carve is the one each run trained beside
+        check_carve(ingredient.run, ingredient.carve, settings.dataset.carved)
     metric = settings.metric
     names = [str(i.model) for i in ingredients]
     models, specs = load_sources(names)

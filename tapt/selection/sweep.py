@@ -10,6 +10,12 @@ Rules:
 
 - Every trial's full recipe is validated, and every existing trial folder checked, before any
   trial runs; all problems are reported at once, each naming the trial and the key.
+- Trials are ranked on one dev set: an axis that changes which dev queries, passages or
+  grades are scored (a recipe ``data`` key of :data:`tapt.selection.soup.DEV_SET_KEYS`:
+  the data, its relevance rule, the dev split, its carve and seed, its distractors; and,
+  when dev is carved from train, the train split, the carve's kind and the
+  decontamination) is refused when the sweep is planned, naming the axis. Seeds
+  (``--seeds``, ``training.seed``) and everything else may vary.
 - The sweep folder (``--output``, default ``<output_dir>-sweep``) is new, empty, or one a
   sweep created (it holds :data:`MARKER_FILE`): a folder of the user's (their own
   ``sweep.json``, say) is refused. It must not be, hold or lie inside an input (the recipe,
@@ -37,7 +43,7 @@ Rules:
   over its finished seeds; test metrics (``--test``) are reported, never used to pick.
 
 Limits: a sweep does not push (``hub.repo_id`` is refused: push the winner with ``tapt
-push``); every trial must use one ``eval.metric``.
+push``); every trial must use one ``eval.metric`` and one dev set.
 
 Example::
 
@@ -60,6 +66,7 @@ from pathlib import Path
 
 from tapt.data.beir import DataError
 from tapt.recipe import Recipe, RecipeError, load_recipe
+from tapt.selection.soup import CARVED_DEV_KEYS, DEV_SET_KEYS
 from tapt.selection.sweep_folder import (  # noqa: F401  (MARKER_FILE, ...: public here too)
     LOCK_WORDING,
     MARKER_FILE,
@@ -212,6 +219,9 @@ def plan_sweep(recipe_path: str | Path, axis_texts: list[str], *, seeds: list[in
     if len(metrics) > 1:
         problems[f"eval.metric differs between trials ({', '.join(metrics)}): the winner "
                  "is picked on one dev metric"] = []
+    dev_problem = dev_set_problem(axes, valid)
+    if dev_problem is not None:
+        problems[dev_problem] = []
     for trial in trials:
         if trial.recipe is None or folder is None:
             continue
@@ -226,6 +236,31 @@ def plan_sweep(recipe_path: str | Path, axis_texts: list[str], *, seeds: list[in
         raise RecipeError(f"{recipe_path}: {len(lines)} problem(s) in the sweep; no trial was "
                           "run:\n  " + "\n  ".join(lines))
     return Sweep(recipe_path, axes, folder, metrics[0], trials, run_test=run_test)
+
+
+def dev_set_problem(axes: list[Axis], recipes: list[Recipe]) -> str | None:
+    """Why ``recipes`` (the trials') would be ranked on different dev sets, naming the axis
+    that varies a key of :data:`DEV_SET_KEYS` and its values; None: one dev set."""
+    varying = [axis.key for axis in axes if len(axis.values) > 1]
+    carved = any(recipe.data.dev_from_train is not None for recipe in recipes)
+    for key in DEV_SET_KEYS:
+        if key in CARVED_DEV_KEYS and not carved:
+            continue  # a dev split read from the data: the same whatever these are
+        values: list = []
+        for recipe in recipes:
+            value = getattr(recipe.data, key)
+            if value not in values:
+                values.append(value)
+        if len(values) < 2:
+            continue
+        name = f"data.{key}"
+        axis = next((a for a in varying if name == a or name.startswith(f"{a}.")),
+                    ", ".join(varying))
+        return (f"sweep axis {axis} changes the dev set ({name}: "
+                f"{', '.join(map(repr, values))}): trials must be ranked on one dev set, and "
+                "these would be scored on different dev queries, passages or grades; run one "
+                "sweep per value (seeds vary freely: --seeds or training.seed)")
+    return None
 
 
 def which(trials: list[Trial]) -> str:
