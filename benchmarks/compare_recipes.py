@@ -38,10 +38,12 @@ an earlier session, its row kept in ``--summary`` but its run folder gone, train
 source again and checks the new run's dev against the kept row.
 Each arm's folder holds ``arm.json`` (dev, test, seconds, load average), read back checked
 (``arm_records.py``: against the per-query test file beside it too). The table:
-mean ± std over seeds, the paired test against ``mnrl`` on the test queries (per-query
-values averaged over seeds first; randomization test, Holm-corrected across arms), the
-smallest difference the test could detect (80 % power) and the wall time. The SciFact
-table of docs/levers.md::
+mean ± std over seeds, the difference from the zero-shot base model (whose row is always
+there), the test on novel queries when the test files record ``train_overlap`` (no relevant
+passage trained on; a gain only on seen queries is said in the verdict), the paired test
+against ``mnrl`` on the test queries (per-query values averaged over seeds first;
+randomization test, Holm-corrected across arms), the smallest difference the test could
+detect (80 % power) and the wall time. The SciFact table of docs/levers.md::
 
     OMP_NUM_THREADS=2 python benchmarks/compare_recipes.py --data ../shared/data/scifact \\
         --recipe recipes/scifact.yaml --out runs/levers-scifact --seeds 0 \\
@@ -68,7 +70,9 @@ from pathlib import Path
 
 from arm_records import (
     METRICS,
+    PER_QUERY_FILE,
     REMADE_FILE,
+    StoredFileError,
     read_arm,
     read_gnu_time,
     read_merge,
@@ -177,9 +181,13 @@ def max_length(recipe) -> list[str]:
 
 def as_recipe_reads(recipe) -> list[str]:
     """The options that make ``tapt eval`` and ``tapt mine`` read the data and the texts as
-    the recipe's training does: :func:`max_length`, and ``--lenient`` when ``data.lenient``
-    is on (Cranfield has empty passages, which tapt refuses otherwise)."""
-    return [*max_length(recipe), *(["--lenient"] if recipe.data.lenient else [])]
+    the recipe's training does: :func:`max_length`, ``--lenient`` when ``data.lenient`` is
+    on (Cranfield has empty passages, which tapt refuses otherwise), and ``--decontaminate``
+    as ``data.decontaminate`` (mined negatives for the decontaminated train split; the
+    test's ``train_overlap`` against it)."""
+    against = list(recipe.data.decontaminate)
+    return [*max_length(recipe), *(["--lenient"] if recipe.data.lenient else []),
+            *(["--decontaminate", *against] if against else [])]
 
 
 def recipe_for(args, overrides: list[str]):
@@ -609,19 +617,147 @@ def remade_note(comparison: Comparison, results: dict[str, list[dict]]) -> str:
             f"made from it use the remade model: {'; '.join(remade)}.")
 
 
+def novel_figure(path: Path, metric: str) -> float | None:
+    """``metric`` on the novel queries of the result file ``path`` (its ``train_overlap``
+    section, checked), or None when the file does not record one."""
+    from tapt.analysis.result_files import read_result
+    from tapt.training.split_notes import record_problem
+
+    result = read_result(path) if path.is_file() else None
+    overlap = None if result is None else result.get("train_overlap")
+    if overlap is None:
+        return None if result is None else novel_from_data(result, metric)
+    if problem := record_problem("train_overlap", overlap):
+        raise StoredFileError(f"{path}: field '{problem[0]}': {problem[1]}")
+    value = overlap["metrics"].get("novel", {}).get(metric)
+    return None if value is None else float(value)
+
+
+NOVEL_FROM_DATA: dict[str, frozenset[str]] = {}
+"""``--data``'s novel test queries, once set by :func:`main` (see :func:`novel_from_data`)."""
+
+
+def novel_from_data(result: dict, metric: str) -> float | None:
+    """For a result file written before tapt recorded ``train_overlap``: ``metric`` on the
+    test queries that ``--data``'s train split gives no positive of (its whole train split:
+    a run's dev carve held some of those claims out of training, so a few of the queries
+    called seen here were not), from the file's per-query values; None without them."""
+    novel = NOVEL_FROM_DATA.get("test")
+    per_query = result.get("per_query") or {}
+    values = [row[metric] for query, row in per_query.items()
+              if novel is not None and query in novel and metric in row]
+    return sum(values) / len(values) if values else None
+
+
+def remember_novel_queries(args) -> None:
+    """Fill :data:`NOVEL_FROM_DATA` from ``--data`` (train and the recipe's test split,
+    under the recipe's decontamination), when it has a train split."""
+    from tapt.data.overlap import decontaminate, split_overlap
+    from tapt.data.sources import has_split, load_data
+
+    recipe = recipe_for(args, [])
+    data = recipe.data
+    if not has_split(args.data, data.config, data.train_split):
+        return
+    from tapt.data.beir import strictness
+
+    dataset = load_data(args.data, data.config,
+                        list(dict.fromkeys([data.train_split, data.test_split,
+                                            *data.decontaminate])),
+                        relevant_from=data.relevant_from, **strictness(data.lenient))
+    if data.decontaminate:
+        dataset = decontaminate(dataset, data.decontaminate, train_split=data.train_split)
+    NOVEL_FROM_DATA["test"] = split_overlap(dataset, data.test_split, data.train_split).novel
+
+
+def novel_values(comparison: Comparison, results: dict[str, list[dict]],
+                 zero: dict | None) -> dict[str, list[float]]:
+    """Each arm's test ``--metric`` on the novel queries (no relevant passage trained on),
+    one value per test file, and the zero-shot row's (key ``zero-shot``); an arm whose files
+    do not all record ``train_overlap`` is left out."""
+    files: dict[str, list[Path]] = {}
+    for spec in test_files(comparison, results):
+        arm, _, path = spec.partition("=")
+        files.setdefault(arm, []).append(Path(path))
+    if zero is not None:
+        files["zero-shot"] = [comparison.out / "zero-shot" / PER_QUERY_FILE]
+    values = {arm: [novel_figure(path, comparison.args.metric) for path in paths]
+              for arm, paths in files.items()}
+    return {arm: figures for arm, figures in values.items()
+            if figures and all(f is not None for f in figures)}
+
+
+def novel_ids(result: dict) -> set[str] | None:
+    """The novel queries of one result file: those of its ``per_query`` that its
+    ``train_overlap`` does not call seen, else (an older file) those ``--data`` gives no
+    train positive (:data:`NOVEL_FROM_DATA`); None when neither is known."""
+    per_query = result.get("per_query") or {}
+    overlap = result.get("train_overlap")
+    if isinstance(overlap, dict):
+        return set(per_query) - set(overlap.get("seen_query_ids") or [])
+    novel = NOVEL_FROM_DATA.get("test")
+    return None if novel is None else set(per_query) & novel
+
+
+def novel_versus(comparison: Comparison, results: dict[str, list[dict]], metric: str):
+    """Every arm against mnrl on the novel test queries: per-query values averaged over
+    the seeds first, then the same paired test and Holm correction as the overall column
+    (:func:`tapt.analysis.significance.against_baseline`); {} when novel queries are not
+    known, an arm whose files disagree on them left out."""
+    from tapt.analysis.result_files import read_result
+    from tapt.analysis.significance import against_baseline, per_query_values
+
+    values, sources = {}, {}
+    for arm, rows in results.items():
+        paths = [Path(spec.partition("=")[2])
+                 for spec in test_files(comparison, {arm: rows})]
+        files = [read_result(path) for path in paths]
+        novel = [novel_ids(result) for result in files]
+        if any(ids is None for ids in novel) or any(ids != novel[0] for ids in novel):
+            continue
+        rows = [per_query_values(result["per_query"], str(path), metric)
+                for result, path in zip(files, paths, strict=True)]
+        values[arm] = {query: statistics.mean(row[query] for row in rows)
+                       for query in novel[0] if all(query in row for row in rows)}
+        sources[arm] = ", ".join(map(str, paths))
+    if BASELINE not in values or len(values) < 2:
+        return {}
+    return against_baseline(values, BASELINE, sources=sources, corpus="novel test queries")
+
+
+def zero_shot_cells(rows: list[dict], zero: dict | None, novel: dict[str, list[float]],
+                    arm: str, metric: str) -> list[str]:
+    """An arm's cells beside zero-shot: its mean test ``metric`` minus the base model's
+    (when there is a zero-shot row), and its novel-query figure (when any arm has one)."""
+    cells = []
+    if zero is not None:
+        delta = statistics.mean(r["test"][metric] for r in rows) - zero["test"][metric]
+        cells.append(f"{delta:+.4f}")
+    if novel:
+        cells.append(mean_std(novel[arm]) if arm in novel else "-")
+    return cells
+
+
 def table(comparison: Comparison, results: dict[str, list[dict]], zero: dict | None
           ) -> tuple[str, dict]:
-    """Markdown: dev and test (mean ± std over seeds), the paired test against mnrl, the
-    smallest detectable difference and the wall time, per arm."""
+    """Markdown: dev and test (mean ± std over seeds), the difference from zero-shot, the
+    test on novel queries (when the test files record ``train_overlap``), the paired test
+    against mnrl, the smallest detectable difference and the wall time, per arm."""
     from tapt.analysis.compare import compare_results
+    from tapt.analysis.novel_queries import NovelTests, seen_only_notes
 
     metric = comparison.args.metric
     comparison_data = compare_results(test_files(comparison, results), baseline=BASELINE,
                                       test_metric=metric)
     tests = next(iter(comparison_data.tests.results.values()), {}) \
         if comparison_data.tests else {}
+    novel = novel_values(comparison, results, zero)
+    on_novel = novel_versus(comparison, results, metric)
     header = ["arm", "seeds", f"dev {metric}", *(f"test {m}" for m in METRICS),
+              *([f"Δ test {metric} vs zero-shot"] if zero is not None else []),
+              *([f"test {metric}, novel queries"] if novel else []),
               f"Δ test {metric} vs mnrl [95% CI]", "p (Holm)", "detectable Δ (80% power)",
+              *(["Δ novel vs mnrl [95% CI]", "p novel (Holm)"] if on_novel else []),
               "minutes per seed (load)"]
     lines = ["| " + " | ".join(header) + " |", "|---|---:|" + "---:|" * (len(header) - 2)]
     best_dev = max(results, key=lambda a: statistics.mean(r["dev"][metric]
@@ -630,7 +766,8 @@ def table(comparison: Comparison, results: dict[str, list[dict]], zero: dict | N
         cells = [arm + (" (best dev)" if arm == best_dev else ""),
                  "all" if arm in ONE_MODEL else str(len(rows)),
                  mean_std([r["dev"][metric] for r in rows]),
-                 *(mean_std([r["test"][m] for r in rows]) for m in METRICS)]
+                 *(mean_std([r["test"][m] for r in rows]) for m in METRICS),
+                 *zero_shot_cells(rows, zero, novel, arm, metric)]
         versus = tests.get(arm)
         if versus is None:
             cells += ["", "", ""]
@@ -638,6 +775,11 @@ def table(comparison: Comparison, results: dict[str, list[dict]], zero: dict | N
             t = versus.test
             cells += [f"{t.delta:+.4f} [{t.ci_low:+.4f}, {t.ci_high:+.4f}]",
                       f"{versus.p_holm:.3f}", f"{t.detectable:.4f}"]
+        if on_novel:
+            mine = on_novel.get(arm)
+            cells += ["", ""] if mine is None else [
+                f"{mine.test.delta:+.4f} [{mine.test.ci_low:+.4f}, {mine.test.ci_high:+.4f}]",
+                f"{mine.p_holm:.3f}"]
         minutes = statistics.mean(r["seconds"] for r in rows) / 60
         load = statistics.mean(r.get("making_load_average", r["load_average"]) for r in rows)
         with_runs = runs_minutes(comparison, arm, len(rows))
@@ -645,8 +787,11 @@ def table(comparison: Comparison, results: dict[str, list[dict]], zero: dict | N
                      f"{minutes + with_runs:.1f} with its runs")
         lines.append("| " + " | ".join(cells) + " |")
     if zero is not None:
-        lines.append("| zero-shot (base model) | | " + f"{zero['dev'][metric]:.4f} | "
-                     + " | ".join(f"{zero['test'][m]:.4f}" for m in METRICS) + " | | | | |")
+        cells = ["zero-shot (base model)", "", f"{zero['dev'][metric]:.4f}",
+                 *(f"{zero['test'][m]:.4f}" for m in METRICS), "",
+                 *([mean_std(novel["zero-shot"]) if "zero-shot" in novel else "-"]
+                   if novel else []), "", "", "", *(["", ""] if on_novel else []), ""]
+        lines.append("| " + " | ".join(cells) + " |")
     significant = [arm for arm, v in tests.items() if v.significant]
     better = [arm for arm in significant if tests[arm].test.delta > 0]
     verdict = (f"Verdict: {', '.join(better)} beat{'s' if len(better) == 1 else ''} plain "
@@ -655,6 +800,11 @@ def table(comparison: Comparison, results: dict[str, list[dict]], zero: dict | N
                f"(p (Holm) < 0.05); {best_dev} has the best mean dev.")
     if worse := [arm for arm in significant if tests[arm].test.delta < 0]:
         verdict += f" Significantly worse: {', '.join(worse)}."
+    if on_novel and comparison_data.tests:
+        corpus = next(iter(comparison_data.tests.results))
+        seen_only = seen_only_notes(comparison_data.tests.results,
+                                    NovelTests(results={corpus: on_novel}), BASELINE)
+        verdict += "".join(f" Note: {note}." for note in seen_only)
     queries = next((v.test.queries for v in tests.values()), 0)
     notes = (f"Test on {queries} queries; dev on the recipe's dev set. The paired test "
              "averages each query's value over the seeds first, then a randomization test "
@@ -663,10 +813,18 @@ def table(comparison: Comparison, results: dict[str, list[dict]], zero: dict | N
              "training (or making) and measuring one seed's model; in brackets the 1-minute "
              "load average when it was made (2 cores); a sweep's minutes include the runs "
              "it picks from or soups.")
+    if novel:
+        notes += (" Novel queries: the test queries none of whose relevant passages is a "
+                  "training positive (the test files' train_overlap; for files written "
+                  "before tapt recorded it, a positive of --data's train split); the rest "
+                  "may be answered by remembering training passages. The novel columns pair "
+                  "each arm with mnrl on them, as the overall columns do on all queries.")
     if remade := remade_note(comparison, results):
         notes += f"\n\n{remade}"
     data = {"arms": {arm: vars(ARMS[arm]) for arm in results}, "results": results,
-            "comparison": comparison_data.to_dict(metric), "verdict": verdict}
+            "comparison": comparison_data.to_dict(metric), "verdict": verdict,
+            "novel_queries": novel,
+            "novel_vs_mnrl": {arm: versus.to_dict() for arm, versus in on_novel.items()}}
     return "\n".join(lines) + f"\n\n{notes}\n\n{verdict}\n", data
 
 
@@ -718,6 +876,7 @@ def main(argv: list[str] | None = None) -> int:
     comparison = Comparison(args)
     zero = comparison.zero_shot()
     results = finished(comparison) if args.table_only else run_grid(comparison)
+    remember_novel_queries(args)  # files without train_overlap: novel queries from --data
     markdown, data = table(comparison, results, zero)
     print(markdown)
     (args.out / "comparison.md").write_text(markdown, encoding="utf-8")
