@@ -423,7 +423,9 @@ class Comparison:
                    "--bf16" if t.bf16 else "--no-bf16"]
         if data.dev_from_train is not None:
             command += ["--dev-from-train", str(data.dev_from_train),
-                        "--dev-seed", str(data.dev_seed)]
+                        "--dev-seed", str(data.dev_seed), "--dev-carve", data.dev_carve]
+        if data.decontaminate:
+            command += ["--decontaminate", *data.decontaminate]
         if not (folder / "final").is_dir():
             subprocess.run(command, check=True)
             write_wall(folder, time.time() - started)
@@ -691,10 +693,15 @@ def novel_ids(result: dict) -> set[str] | None:
     """The novel queries of one result file: those of its ``per_query`` that its
     ``train_overlap`` does not call seen, else (an older file) those ``--data`` gives no
     train positive (:data:`NOVEL_FROM_DATA`); None when neither is known."""
+    from tapt.training.split_notes import record_problem
+
     per_query = result.get("per_query") or {}
     overlap = result.get("train_overlap")
-    if isinstance(overlap, dict):
-        return set(per_query) - set(overlap.get("seen_query_ids") or [])
+    if overlap is not None:
+        if problem := record_problem("train_overlap", overlap):
+            raise StoredFileError(f"{result.get('evaluated', {}).get('model', '?')}'s test "
+                                  f"file: field '{problem[0]}': {problem[1]}")
+        return set(per_query) - set(overlap["seen_query_ids"])
     novel = NOVEL_FROM_DATA.get("test")
     return None if novel is None else set(per_query) & novel
 

@@ -3,8 +3,8 @@
 What a user would write without tapt: (query, relevant passage) pairs, MNRL with in-batch
 negatives, ``SentenceTransformerTrainer`` with the NO_DUPLICATES sampler, a fixed number of
 epochs, the last weights saved (no dev selection). tapt is used only to read and validate
-the BEIR folder and to carve the same dev queries out of train as ``data.dev_from_train``
-does, so both train on exactly the same rows; the model is then evaluated on test with
+the BEIR folder and to decontaminate it and carve the same dev queries out of train as
+``data.decontaminate`` and ``data.dev_from_train`` do, so both train on the same rows; the model is then evaluated on test with
 ``tapt eval`` (the metrics the comparison reports for every arm)::
 
     python benchmarks/st_baseline.py --data ../shared/data/scifact --dev-from-train 100 \\
@@ -24,15 +24,23 @@ import time
 from pathlib import Path
 
 
-def training_pairs(data: str, dev_from_train: int | None, dev_seed: int) -> dict[str, list]:
+def training_pairs(data: str, dev_from_train: int | None, dev_seed: int,
+                   dev_carve: str = "group", decontaminate: list[str] | None = None
+                   ) -> dict[str, list]:
     """``{"query": [...], "positive": [...]}``: one row per (train query, relevant
-    passage), passages as title + text, the carved dev queries left out."""
-    from tapt.data.sources import load_data
-    from tapt.data.splits import carve_dev
+    passage), passages as title + text, after the same decontamination and dev carve as a
+    recipe's (:func:`tapt.data.splits.training_splits`), the carved dev queries left out."""
+    from types import SimpleNamespace
 
-    dataset = load_data(data, splits=["train"], require_anchor=False, allow_empty=True)
-    if dev_from_train:
-        dataset = carve_dev(dataset, size=dev_from_train, seed=dev_seed)
+    from tapt.data.sources import load_data
+    from tapt.data.splits import splits_to_load, training_splits
+
+    settings = SimpleNamespace(train_split="train", dev_split="dev", test_split="test",
+                               dev_from_train=dev_from_train or None, dev_seed=dev_seed,
+                               dev_carve=dev_carve, decontaminate=list(decontaminate or []))
+    dataset = load_data(data, splits=splits_to_load(settings, with_test=False),
+                        require_anchor=False, allow_empty=True)
+    dataset = training_splits(dataset, settings)
     rows: dict[str, list] = {"query": [], "positive": []}
     for query_id, judged in dataset.split("train").items():
         for doc_id in dataset.rule.relevant_ids(judged):
@@ -48,6 +56,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output", type=Path, required=True)
     parser.add_argument("--dev-from-train", type=int, default=None)
     parser.add_argument("--dev-seed", type=int, default=0)
+    parser.add_argument("--dev-carve", choices=("group", "query"), default="group",
+                        help="as data.dev_carve")
+    parser.add_argument("--decontaminate", nargs="*", default=[], metavar="SPLIT",
+                        help="as data.decontaminate")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--epochs", type=float, default=3)
     parser.add_argument("--batch-size", type=int, default=32)
@@ -74,7 +86,8 @@ def main(argv: list[str] | None = None) -> int:
     if final.exists():
         print(f"{final} exists: already trained")
         return 0
-    rows = Dataset.from_dict(training_pairs(args.data, args.dev_from_train, args.dev_seed))
+    rows = Dataset.from_dict(training_pairs(args.data, args.dev_from_train, args.dev_seed,
+                                               args.dev_carve, args.decontaminate))
     set_seed(args.seed)
     model = SentenceTransformer(str(resolve_model_path(args.model)), device="cpu")
     if args.max_seq_length:

@@ -99,7 +99,7 @@ def _data_setting(recipe: dict, key: str):
     field_info = DataSettings.model_fields[key]
     if field_info.is_required():
         raise ValueError(f"the run's recipe.yaml has no data.{key}")
-    return field_info.default
+    return field_info.get_default(call_default_factory=True)  # list keys: a new list
 
 
 def load_run(run_dir: str | os.PathLike) -> RunReport:

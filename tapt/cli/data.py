@@ -170,8 +170,8 @@ def training_view(args: argparse.Namespace, dataset):
     if not args.decontaminate and args.dev_from_train is None:
         return dataset
     if "train" not in dataset.qrels:
-        raise ValueError("--decontaminate and --dev-from-train need the train split "
-                         "(add train to --splits)")
+        raise ValueError(f"{args.folder}: --decontaminate and --dev-from-train need its "
+                         "train split (qrels/train.tsv; add train to --splits)")
     data = SimpleNamespace(train_split="train", dev_split="dev", test_split="test",
                            dev_from_train=args.dev_from_train, dev_seed=args.dev_seed,
                            dev_carve=args.dev_carve, decontaminate=args.decontaminate)

@@ -47,7 +47,7 @@ def read_data(args: argparse.Namespace, splits: Sequence[str], *, train_split: s
     try:
         dataset = load(wanted + extra)
     except DataError as err:
-        if not extra or against or not str(err).startswith(str(_split_file(args, train_split))):
+        if not extra or against or err.path != str(_split_file(args, train_split)):
             raise
         # the train split is read only for train_overlap: a bad line in it must not stop an
         # evaluation of another split (whose own validation passed or fails on its own)

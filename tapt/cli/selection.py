@@ -268,7 +268,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from tapt.selection.sweep import plan_sweep, run_sweep, setting_rows
 
     plan = plan_sweep(args.recipe, args.overrides, seeds=args.seeds, output=args.output,
-                      run_test=args.test)  # every trial checked before training is imported
+                      run_test=args.test, soup=args.soup is not None)  # checked before training
     result = run_sweep(plan)
     from tapt.training.distributed import is_main_process
 

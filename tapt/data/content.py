@@ -171,7 +171,9 @@ def check_same_decontamination(path: Path, record: dict, dataset: BeirDataset, s
     def said(value) -> str:
         if not isinstance(value, dict):
             return "not decontaminated"
-        return f"decontaminated against {', '.join(map(str, value.get('against') or []))}"
+        against = value.get("against")
+        names = against if isinstance(against, list) else [against]
+        return f"decontaminated against {', '.join(map(str, names))}"
 
     again = (f" --decontaminate {' '.join(used['against'])}" if used else "")
     raise DataError(path, f"made from the {split} split {said(made)}, used with it "

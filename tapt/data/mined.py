@@ -13,14 +13,18 @@ a file changed since, or mined from other data or another split, is refused nami
 
 from __future__ import annotations
 
+import logging
+
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from tapt.data.beir import BeirDataset, DataError, Passage
 from tapt.data.content import check_made_from
 from tapt.data.lines import check_id, iter_jsonl
-from tapt.data.splits import carved_off
+from tapt.data.splits import carved_off, dev_passages
 from tapt.util.finite import finite_number
+
+logger = logging.getLogger(__name__)
 
 
 def anchor_texts(corpus: Mapping[str, Passage], anchors: Sequence[str],
@@ -34,14 +38,20 @@ def read_mined(path: str | Path, dataset: BeirDataset, split: str, *,
                with_title: bool = True) -> dict[str, list[str]]:
     """``{query_id: [negative ids, in file order]}`` for the queries of ``split``. Lines of
     queries carved off ``split`` into a dev split (``data.dev_from_train``) are skipped:
-    the file was mined for the whole train split. ``with_title``: how training encodes
-    passages (``data.with_title``), for telling copies of an anchor."""
+    the file was mined for the whole train split; so are the negatives that are relevant
+    passages of those dev queries (counted in a log line), so that dev measures passages
+    training never saw. A passage held out by ``data.decontaminate`` is refused (the file
+    was mined without the decontamination; its record says so unless it has none).
+    ``with_title``: how training encodes passages (``data.with_title``), for telling copies
+    of an anchor."""
     path = Path(path)
     if not path.is_file():
         raise DataError(path, "mined-negatives file not found (make it with tapt mine)")
     check_made_from(path, dataset, split, made_by="tapt mine")
     qrels = dataset.split(split)
     skipped = carved_off(dataset, split)
+    dev_held = dev_passages(dataset, split)
+    dropped = 0
     mined: dict[str, list[str]] = {}
     for line, record in iter_jsonl(path):
         query_id = record.get("query_id")
@@ -76,6 +86,12 @@ def read_mined(path: str | Path, dataset: BeirDataset, split: str, *,
                 raise DataError(path, f"passage {doc_id!r} is an anchor of query "
                                       f"{query_id!r}: a positive cannot be a negative", line,
                                 f"{field}.id")
+            if doc_id in dataset.held_out:
+                raise DataError(path, f"passage {doc_id!r} is relevant in a split training is "
+                                      "decontaminated against "
+                                      f"({', '.join(dataset.decontaminated['against'])}): "
+                                      "training must not see it; mine again with tapt mine "
+                                      "--decontaminate", line, f"{field}.id")
             copied = copies.get(dataset.corpus[doc_id].as_text(with_title))
             if copied is not None:
                 raise DataError(path, f"passage {doc_id!r} has the same text as {copied!r}, an "
@@ -89,7 +105,13 @@ def read_mined(path: str | Path, dataset: BeirDataset, split: str, *,
             if doc_id in ids:
                 raise DataError(path, f"passage {doc_id!r} listed twice", line, f"{field}.id")
             ids.append(doc_id)
-        mined[query_id] = ids
+        kept = [doc_id for doc_id in ids if doc_id not in dev_held]
+        dropped += len(ids) - len(kept)
+        mined[query_id] = kept
     if not mined:
         raise DataError(path, "no mined negatives (tapt mine writes one line per query)")
+    if dropped:
+        logger.info("%s: %d mined negatives are relevant passages of the carved dev split; "
+                    "left out, so that dev measures passages training never saw", path,
+                    dropped)
     return mined

@@ -143,7 +143,7 @@ def decontamination_of(dataset: BeirDataset, split: str) -> dict | None:
     record = dataset.decontaminated
     if not record or record.get("train_split") != split:
         return None
-    return {"against": list(record["against"]), "held_out_digest": record["held_out_digest"]}
+    return {"against": sorted(record["against"]), "held_out_digest": record["held_out_digest"]}
 
 
 def decontaminate(dataset: BeirDataset, against: Sequence[str], *,

@@ -86,8 +86,9 @@ def load_data(source: str | os.PathLike, config: str | None = None,
 
 def has_split(source: str | os.PathLike, config: str | None, split: str, *,
               revision: str | None = None) -> bool:
-    """Whether ``source`` has a ``qrels/<split>.tsv``: a file of the local folder, or, for a
-    Hub dataset, a file already in the local HF cache (nothing is downloaded to find out)."""
+    """Whether ``source`` has a ``qrels/<split>.tsv``: a file of the local folder; for a
+    Hub dataset, a file in the local HF cache, else one the Hub lists (asked, not
+    downloaded; offline, or when the Hub cannot be reached, the cache alone answers)."""
     config = config_name(config)
     path = Path(source)
     if path.is_dir():
@@ -97,12 +98,24 @@ def has_split(source: str | os.PathLike, config: str | None, split: str, *,
         return False
     from huggingface_hub import try_to_load_from_cache
 
+    name = f"{config}/qrels/{split}.tsv"
     try:
-        cached = try_to_load_from_cache(str(source), f"{config}/qrels/{split}.tsv",
-                                        revision=revision, repo_type="dataset")
+        cached = try_to_load_from_cache(str(source), name, revision=revision,
+                                        repo_type="dataset")
     except (ValueError, OSError):
+        cached = None
+    if isinstance(cached, str):
+        return True
+    from huggingface_hub import HfApi
+    from huggingface_hub.constants import HF_HUB_OFFLINE
+
+    if HF_HUB_OFFLINE:
         return False
-    return isinstance(cached, str)
+    try:
+        return bool(HfApi().file_exists(str(source), name, repo_type="dataset",
+                                        revision=revision))
+    except Exception:  # noqa: BLE001  (not reachable, no access: no train split to use)
+        return False
 
 
 def check_corpus_cache(folder: str | os.PathLike | None) -> None:

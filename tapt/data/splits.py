@@ -38,8 +38,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
-from tapt.data.beir import BeirDataset, DataError
-from tapt.data.overlap import decontaminate, relevance_groups, split_overlap
+from tapt.data.beir import BeirDataset, DataError, Qrels
+from tapt.data.overlap import decontaminate, positives, relevance_groups, split_overlap
 
 logger = logging.getLogger(__name__)
 
@@ -131,6 +131,17 @@ def take_groups(groups: list[list[str]], count: int) -> list[list[str]]:
     return taken
 
 
+def without_passages(qrels: Qrels, passages: frozenset[str] | set[str]) -> Qrels:
+    """``qrels`` without the judgments of ``passages`` (a query left with none is dropped;
+    only negatives can go here: the groups keep dev's positives out of train's positives)."""
+    kept = {q: {d: g for d, g in docs.items() if d not in passages} for q, docs in qrels.items()}
+    dropped = sum(map(len, qrels.values())) - sum(map(len, kept.values()))
+    if dropped:
+        logger.info("dev carve: %d train judgments of passages relevant in dev left out "
+                    "(negatives: training never sees dev's passages)", dropped)
+    return {q: docs for q, docs in kept.items() if docs}
+
+
 def carve_dev(dataset: BeirDataset, *, size: float, seed: int = 0,
               source_split: str = "train", split: str = "dev",
               by: CarveBy = "group") -> BeirDataset:
@@ -174,6 +185,9 @@ def carve_dev(dataset: BeirDataset, *, size: float, seed: int = 0,
     qrels = dict(dataset.qrels)
     qrels[source_split] = {q: docs for q, docs in source.items() if q not in chosen}
     qrels[split] = {q: docs for q, docs in source.items() if q in chosen}
+    if by == "group":  # a train query's graded negative may still be a dev positive
+        qrels[source_split] = without_passages(qrels[source_split],
+                                               positives(qrels[split], dataset.rule))
     seen = split_overlap(replace(dataset, qrels=qrels), split, source_split).seen
     origin = dataset.split_file(source_split)
     files = {**dataset.files, split: f"{origin} (dev carved by {by}: {len(chosen)} queries, "
@@ -221,6 +235,14 @@ def carved_off(dataset: BeirDataset, split: str) -> dict:
     if carve.get("carved_from") != split:
         return {}
     return dataset.qrels.get(carve.get("split"), {})
+
+
+def dev_passages(dataset: BeirDataset, split: str) -> frozenset[str]:
+    """The relevant passages of the dev split carved off ``split`` (empty when none was):
+    a group carve keeps them out of ``split``'s positives, and training keeps them out of
+    its negatives and weak pairs too, so dev measures passages training never saw."""
+    carved = carved_off(dataset, split)
+    return frozenset(positives(carved, dataset.rule)) if carved else frozenset()
 
 
 def check_no_split_file(path: str, config: str | None, split: str) -> None:

@@ -15,7 +15,8 @@ Only passages are read: no query and no qrels line of any split, so a test passa
 as unlabelled here as in GPL's use of the target corpus. That is domain adaptation on the
 evaluation corpus, which docs/training.md states next to every figure that uses it. A
 decontaminated training (``data.decontaminate``) promises that training never sees the
-held-out splits' relevant passages: those are left out of the weak pairs too.
+held-out splits' relevant passages: those are left out of the weak pairs too, and so are
+the relevant passages of a dev split carved from train.
 
 At FormBench's size (a million passages of ~5 KB) the pairs are a corpus again: held as
 Python lists and copied into an in-memory Arrow table they would take ~10 GB.
@@ -45,6 +46,7 @@ from pathlib import Path
 from typing import Literal
 
 from tapt.data.beir import Passage
+from tapt.data.splits import dev_passages
 from tapt.util.files import ensure_free_space
 
 WeakKind = Literal["title", "ict"]
@@ -208,10 +210,13 @@ def weak_pairs_for(dataset, kind: WeakKind, *, folder: Path, count: int | None =
                    seed: int = 0):
     """:func:`weak_pairs_dataset` of a :class:`~tapt.data.beir.BeirDataset`'s corpus: the
     one entry training uses, reading ``dataset.corpus`` and nothing else, less the passages
-    a decontamination held out (``dataset.held_out``)."""
+    a decontamination held out (``dataset.held_out``) and the relevant passages of a dev
+    split carved from train (dev measures passages training never saw)."""
     corpus = dataset.corpus
-    if dataset.held_out:
-        corpus = WithoutPassages(corpus, dataset.held_out)
+    excluded = dataset.held_out | dev_passages(dataset,
+                                               (dataset.carved or {}).get("carved_from", ""))
+    if excluded:
+        corpus = WithoutPassages(corpus, excluded)
     return weak_pairs_dataset(corpus, kind, folder=folder, count=count, seed=seed)
 
 

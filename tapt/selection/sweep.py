@@ -187,10 +187,12 @@ def sweep_folder(recipe: Recipe) -> Path:
 
 
 def plan_sweep(recipe_path: str | Path, axis_texts: list[str], *, seeds: list[int] | None = None,
-               output: str | Path | None = None, run_test: bool = False) -> Sweep:
+               output: str | Path | None = None, run_test: bool = False,
+               soup: bool = False) -> Sweep:
     """The grid, every trial's validated recipe and the state of its folder; raises one
     :class:`RecipeError` listing every invalid trial (naming it and the key) before anything
-    runs. Reads only."""
+    runs. ``soup``: the trials will be souped (``--soup``), so they must also encode dev
+    alike (:func:`soup_problem`). Reads only."""
     recipe_path = Path(recipe_path)
     axes = build_axes(axis_texts, seeds)
     varying = {axis.key for axis in axes if len(axis.values) > 1}
@@ -219,9 +221,9 @@ def plan_sweep(recipe_path: str | Path, axis_texts: list[str], *, seeds: list[in
     if len(metrics) > 1:
         problems[f"eval.metric differs between trials ({', '.join(metrics)}): the winner "
                  "is picked on one dev metric"] = []
-    dev_problem = dev_set_problem(axes, valid)
-    if dev_problem is not None:
-        problems[dev_problem] = []
+    for problem in (dev_set_problem(axes, valid), soup_problem(valid) if soup else None):
+        if problem is not None:
+            problems[problem] = []
     for trial in trials:
         if trial.recipe is None or folder is None:
             continue
@@ -260,6 +262,23 @@ def dev_set_problem(axes: list[Axis], recipes: list[Recipe]) -> str | None:
                 f"{', '.join(map(repr, values))}): trials must be ranked on one dev set, and "
                 "these would be scored on different dev queries, passages or grades; run one "
                 "sweep per value (seeds vary freely: --seeds or training.seed)")
+    return None
+
+
+SOUP_KEYS = (("data", "with_title"), ("model", "max_seq_length"))
+"""Beyond the dev set, what a soup's ingredients must share (how dev passages are encoded:
+:func:`tapt.selection.soup.check_same_dev`)."""
+
+
+def soup_problem(recipes: list[Recipe]) -> str | None:
+    """Why the trials could not be souped (``--soup``), said before any trains; None: they
+    can."""
+    for section, key in SOUP_KEYS:
+        values = list(dict.fromkeys(getattr(getattr(r, section), key) for r in recipes))
+        if len(values) > 1:
+            return (f"--soup: {section}.{key} differs between trials "
+                    f"({', '.join(map(repr, values))}): a soup's ingredients must encode dev "
+                    "alike; sweep it without --soup, or one sweep per value")
     return None
 
 

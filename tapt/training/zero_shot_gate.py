@@ -72,7 +72,7 @@ def gate_message(gate: Mapping | None) -> str | None:
 
 
 def _shown(value) -> str:
-    return f"{value:.4f}" if isinstance(value, float) else "not recorded"
+    return "not recorded" if value is None or isinstance(value, bool) else f"{value:.4f}"
 
 
 def enforce(gate: Mapping | None, required: bool, run: RunDir, record: Mapping) -> None:
@@ -106,6 +106,15 @@ def gate_problem(gate) -> tuple[str, str] | None:
         return "best_step", f"expected a whole number >= 0 or null, got {step!r}"
     if gate.get("beats_zero_shot") not in (True, False, None):
         return "beats_zero_shot", f"expected true, false or null, got {gate['beats_zero_shot']!r}"
+    exported = gate.get("exported", "best")
+    if exported not in ("best", "averaged"):
+        return "exported", f"expected best or averaged, got {exported!r}"
+    zero, score = gate.get("zero_shot"), gate.get(exported)
+    beats = None if zero is None or score is None else score > zero
+    if gate.get("beats_zero_shot") != beats:
+        return "beats_zero_shot", (f"says {gate.get('beats_zero_shot')!r}, but the recorded "
+                                   f"scores (zero-shot {zero!r}, {exported} {score!r}) say "
+                                   f"{beats!r}")
     return None
 
 

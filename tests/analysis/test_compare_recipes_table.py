@@ -146,3 +146,32 @@ def test_files_without_train_overlap_are_split_by_the_datas_train_split(comparis
     assert data["novel_vs_mnrl"]["lr-2e-4"]["delta"] == \
         pytest.approx(novel_test_of("lr-2e-4").delta)
     assert "all comes from seen queries" in data["verdict"]
+
+
+def test_the_plain_script_trains_on_the_recipes_rows(benchmark_module, tmp_path):
+    """benchmarks/st_baseline.py (the st-script arm) decontaminates and carves dev as the
+    recipe does, so it trains on the same (query, positive) rows as tapt's mnrl arm."""
+    import yaml
+
+    from tapt.data.beir import BeirDataset, Passage, write_beir
+    from tapt.data.relevance import BEIR
+    from tapt.recipe import load_recipe
+    from tapt.training.contrastive import load_recipe_data
+
+    qrels = {f"q{i}": {f"p{i // 2}": 1} for i in range(40)}  # pairs of queries share a passage
+    corpus = {f"p{i}": Passage(text=f"passage {i}", title=f"t{i}") for i in range(20)}
+    test = {"s0": {"p0": 1}, "s1": {"p3": 1}}
+    data = BeirDataset(corpus=corpus, queries={q: f"query {q}" for q in [*qrels, *test]},
+                       qrels={"train": qrels, "test": test}, rule=BEIR)
+    folder = tmp_path / "data"
+    write_beir(folder, data.corpus, data.queries, data.qrels)
+    recipe_file = tmp_path / "r.yaml"
+    recipe_file.write_text(yaml.safe_dump({
+        "model": {"name": "unused"}, "output_dir": str(tmp_path / "run"),
+        "data": {"path": str(folder), "dev_from_train": 6, "decontaminate": ["test"]}}))
+    dataset = load_recipe_data(load_recipe(recipe_file), with_test=False)
+    expected = sorted((dataset.queries[q], dataset.corpus[d].as_text(True))
+                      for q, docs in dataset.split("train").items() for d in docs)
+    rows = benchmark_module("st_baseline").training_pairs(str(folder), 6, 0, "group", ["test"])
+    assert sorted(zip(rows["query"], rows["positive"], strict=True)) == expected
+    assert len(expected) == 40 - 4 - 6  # p0 and p3 held out (4 queries), 6 dev queries

@@ -138,6 +138,15 @@ def test_the_console_table_has_the_seen_and_novel_rows(tmp_path):
      "train_overlap.metrics.seen.binary_ndcg@10"),
     ("zero_shot_gate", {"metric": "binary_ndcg@10", "zero_shot": 0.5, "best": 0.5,
                         "beats_zero_shot": "no"}, "zero_shot_gate.beats_zero_shot"),
+    ("zero_shot_gate", {"metric": "binary_ndcg@10", "zero_shot": 0.5, "best": None,
+                        "beats_zero_shot": False}, "zero_shot_gate.beats_zero_shot"),
+    ("zero_shot_gate", {"metric": "binary_ndcg@10", "zero_shot": 0.5, "best": 0.4,
+                        "beats_zero_shot": True}, "zero_shot_gate.beats_zero_shot"),
+    ("zero_shot_gate", {"metric": "binary_ndcg@10", "zero_shot": 0.5, "best": 0.6,
+                        "exported": "averaged", "beats_zero_shot": True},
+     "zero_shot_gate.beats_zero_shot"),
+    ("zero_shot_gate", {"metric": "binary_ndcg@10", "zero_shot": 0.5, "best": 0.6,
+                        "exported": "soup", "beats_zero_shot": True}, "zero_shot_gate.exported"),
 ])
 def test_a_malformed_record_is_named(tmp_path, key, record, field):
     run = make_run(tmp_path, **{key: record})

@@ -177,3 +177,57 @@ def test_mined_negatives_must_share_the_training_decontamination(tmp_path, wide)
     assert set(mined) == {"t2", "t3"}
     negatives = {doc for docs in mined.values() for doc in docs}
     assert not negatives & decontaminated.held_out  # test passages are never mined
+
+
+def test_a_mined_file_without_its_record_still_cannot_feed_a_held_out_passage(tmp_path):
+    """The decontamination check does not rest on the digest record alone: a file made
+    by hand (no record) that lists a passage relevant in test is refused, naming the line."""
+    from tapt.data.mined import read_mined
+
+    data = decontaminate(small(), ["test"])
+    mined = tmp_path / "hand.jsonl"
+    mined.write_text(json.dumps({"query_id": "t2", "negatives": [{"id": "d"}]}) + "\n"
+                     + json.dumps({"query_id": "t3", "negatives": [{"id": "e"}]}) + "\n")
+    with pytest.raises(DataError, match="decontaminated against") as refused:
+        read_mined(mined, data, "train")
+    assert (refused.value.line, refused.value.field) == (2, "negatives[0].id")
+
+
+def test_training_leaves_a_carved_dev_passage_out_of_every_negative(tmp_path):
+    """A group carve keeps dev's relevant passages out of train's positives; a train
+    query's graded negative or mined negative can still be one: both are left out."""
+    from tapt.data.mined import read_mined
+    from tapt.data.splits import carve_dev, dev_passages
+
+    corpus = {doc: Passage(text=f"passage {doc}") for doc in "abcdefgh"}
+    train = {f"t{i}": {doc: 3, "h": 2} for i, doc in enumerate("abcdefg")}  # h: a negative
+    train["t7"] = {"h": 3}  # ... and t7's anchor
+    data = BeirDataset(corpus=corpus, queries={q: q for q in train}, qrels={"train": train},
+                       rule=FORMBENCH)
+    carved = None
+    for seed in range(50):  # a seed whose dev holds t7 (and so passage h)
+        carved = carve_dev(data, size=1, seed=seed)
+        if "t7" in carved.split("dev"):
+            break
+    assert carved is not None and "t7" in carved.split("dev")
+    assert dev_passages(carved, "train") == {"h"}
+    assert all("h" not in docs for docs in carved.split("train").values())
+    mined = tmp_path / "mined.jsonl"
+    mined.write_text("".join(json.dumps({"query_id": q, "negatives": [{"id": "h"}]}) + "\n"
+                             for q in train))
+    assert all(negatives == [] for negatives in read_mined(mined, carved, "train").values())
+
+
+def test_weak_pairs_leave_a_carved_dev_passage_out(tmp_path):
+    from tapt.data.splits import carve_dev
+    from tapt.data.weak_pairs import weak_pairs_for
+
+    corpus = {f"p{i}": Passage(text=f"text {i}", title=f"title {i}") for i in range(10)}
+    train = {f"q{i}": {f"p{i}": 1} for i in range(10)}
+    data = BeirDataset(corpus=corpus, queries={q: q for q in train}, qrels={"train": train},
+                       rule=BEIR)
+    carved = carve_dev(data, size=3, seed=0)
+    held = {doc for docs in carved.split("dev").values() for doc in docs}
+    pairs = weak_pairs_for(carved, "title", folder=tmp_path)
+    assert pairs.num_rows == 7
+    assert not set(pairs["positive"]) & {corpus[doc].text for doc in held}

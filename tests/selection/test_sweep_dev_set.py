@@ -64,3 +64,40 @@ def test_decontamination_may_vary_when_dev_is_read_from_the_data(make_recipe):
     recipe_file, _ = make_recipe("decontaminated")
     plan = plan_sweep(recipe_file, ["data.decontaminate=[],[test]"])
     assert [trial.recipe.data.decontaminate for trial in plan.trials] == [[], ["test"]]
+
+
+def test_with_soup_an_axis_the_soup_would_refuse_is_refused_before_any_trial(make_recipe,
+                                                                             monkeypatch):
+    """--soup needs ingredients that encode dev alike: a sweep over data.with_title or
+    model.max_seq_length is refused when planned, not after every trial trained."""
+    recipe_file, output = make_recipe("soup-axis")
+    monkeypatch.setattr(contrastive, "train", no_training)
+    for axis in ("data.with_title=true,false", "model.max_seq_length=32,64"):
+        plan_sweep(recipe_file, [axis])  # without --soup: one dev set, fine
+        with pytest.raises(RecipeError, match=rf"--soup: {axis.partition('=')[0]} differs"):
+            plan_sweep(recipe_file, [axis], soup=True)
+        assert main(["sweep", str(recipe_file), axis, "--soup", "2"]) == 2
+    assert not output.with_name("soup-axis-sweep").exists()
+
+
+def test_the_soup_accepts_trials_that_differ_only_in_train_decontamination(make_recipe):
+    """The soup's own check agrees with the sweep's: decontamination changes train only, so
+    ingredients with a dev split read from the data share one dev set."""
+    from types import SimpleNamespace
+
+    from tapt.selection.soup import check_same_dev
+
+    recipe_file, _ = make_recipe("decontaminated-soup")
+    plan = plan_sweep(recipe_file, ["data.decontaminate=[],[test]"], soup=True)
+    check_same_dev([SimpleNamespace(recipe=t.recipe, run=t.name, carve=None)
+                    for t in plan.trials])
+    carved = plan.trials[0].recipe
+    other = carved.model_copy(update={"data": carved.data.model_copy(update={
+        "dev_from_train": 2, "decontaminate": ["test"]})})
+    first = carved.model_copy(update={"data": carved.data.model_copy(update={
+        "dev_from_train": 2})})
+    from tapt.selection.merge import MergeError
+
+    with pytest.raises(MergeError, match="data.decontaminate differs"):
+        check_same_dev([SimpleNamespace(recipe=first, run="a", carve=None),
+                        SimpleNamespace(recipe=other, run="b", carve=None)])
