@@ -14,7 +14,6 @@ a file changed since, or mined from other data or another split, is refused nami
 from __future__ import annotations
 
 import logging
-
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
