@@ -13,6 +13,7 @@ import argparse
 import logging
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 
 from tapt.cli.options import check_folder
 
@@ -64,8 +65,6 @@ def read_data(args: argparse.Namespace, splits: Sequence[str], *, train_split: s
 
 def _split_file(args: argparse.Namespace, split: str):
     """The local ``qrels/<split>.tsv`` the data flags name (a Hub dataset: its id)."""
-    from pathlib import Path
-
     from tapt.data.sources import config_name
 
     folder, config = Path(args.data), config_name(args.config)
