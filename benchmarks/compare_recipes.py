@@ -80,6 +80,7 @@ from arm_records import (
     read_wall,
     trained_summary,
 )
+from fused_arms import FUSED_FILE, fused_eval_args, fused_table, measure_fused
 
 BASELINE = "mnrl"
 
@@ -577,6 +578,18 @@ def test_files(comparison: Comparison, results: dict[str, list[dict]]) -> list[s
     return specs
 
 
+def test_queries(comparison: Comparison, results: dict[str, list[dict]]) -> int:
+    """How many test queries the tabulated per-query files hold (the paired tests count
+    them too, but there are none when only the baseline arm is measured)."""
+    from tapt.analysis.result_files import read_result
+
+    for spec in test_files(comparison, results):
+        path = Path(spec.split("=", 1)[1])
+        if path.is_file():
+            return len(read_result(path).get("per_query") or {})
+    return 0
+
+
 def runs_minutes(comparison: Comparison, arm: str, seeds: int) -> float | None:
     """A sweep arm's cost beyond its own row: the mean minutes per seed of the runs it
     picks from or soups (None for other arms, or when a run's row is missing)."""
@@ -812,7 +825,8 @@ def table(comparison: Comparison, results: dict[str, list[dict]], zero: dict | N
         seen_only = seen_only_notes(comparison_data.tests.results,
                                     NovelTests(results={corpus: on_novel}), BASELINE)
         verdict += "".join(f" Note: {note}." for note in seen_only)
-    queries = next((v.test.queries for v in tests.values()), 0)
+    queries = next((v.test.queries for v in tests.values()), None) or test_queries(
+        comparison, results)
     notes = (f"Test on {queries} queries; dev on the recipe's dev set. The paired test "
              "averages each query's value over the seeds first, then a randomization test "
              "(10,000 sign flips) per arm, Holm-corrected across arms; 'detectable Δ' is the "
@@ -833,6 +847,45 @@ def table(comparison: Comparison, results: dict[str, list[dict]], zero: dict | N
             "novel_queries": novel,
             "novel_vs_mnrl": {arm: versus.to_dict() for arm, versus in on_novel.items()}}
     return "\n".join(lines) + f"\n\n{notes}\n\n{verdict}\n", data
+
+
+def fused_files(comparison: Comparison, results: dict[str, list[dict]], *, measure: bool
+                ) -> tuple[dict[str, list[Path]], dict[str, list[Path]], Path | None]:
+    """Every measured model fused with BM25 (:mod:`fused_arms`): the dense and the fused
+    test files per arm (an arm whose seeds are not all fused is left out) and the zero-shot
+    model's fused file. ``measure``: evaluate what is missing (else only what is kept)."""
+    args = comparison.args
+    recipe = recipe_for(args, [])
+
+    def evaluator(model: str):
+        def evaluate(output: Path) -> None:
+            if not measure:
+                raise FileNotFoundError(output)
+            print(f"== fused with BM25: {output.parent}", flush=True)
+            tapt("eval", "--model", model, "--data", str(args.data), "--split",
+                 recipe.data.test_split, "--dtype", "float32", "--no-cache",
+                 *as_recipe_reads(recipe), *fused_eval_args(recipe), "--quiet",
+                 "--output", str(output))
+        return evaluate
+
+    def fused_of(folder: Path, model: str) -> Path | None:
+        summary = None if args.summary is None else args.summary / folder.relative_to(args.out)
+        try:
+            return measure_fused(folder, model, evaluator(model), summary)
+        except FileNotFoundError:
+            return None
+
+    untrained = fused_of(args.out / "zero-shot", args.model)
+    dense = {} if untrained is None else {"zero-shot": [args.out / "zero-shot" / PER_QUERY_FILE]}
+    fused: dict[str, list[Path]] = {}
+    for arm, rows in results.items():
+        seeds = [None] if arm in ONE_MODEL else args.seeds[:len(rows)]
+        folders = [comparison.folder(arm, seed) for seed in seeds]
+        dense[arm] = [folder / PER_QUERY_FILE for folder in folders]
+        files = [fused_of(folder, row["model"]) for folder, row in zip(folders, rows, strict=True)]
+        if all(files):
+            fused[arm] = files
+    return dense, fused, untrained
 
 
 def finished(comparison: Comparison) -> dict[str, list[dict]]:
@@ -875,6 +928,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reference", nargs="*", default=[], metavar="NAME=RESULT.json",
                         help="result files drawn as lines on --plot (e.g. BM25's tapt bm25 "
                              "--output)")
+    parser.add_argument("--no-fused", action="store_true",
+                        help=f"do not fuse every model with BM25 ({FUSED_FILE}: RRF tuned on "
+                             "the recipe's dev set) nor tabulate it against the untrained "
+                             "hybrid")
     args = parser.parse_args(argv)
     if BASELINE not in args.arms:
         parser.error(f"--arms must include the baseline {BASELINE}")
@@ -885,6 +942,12 @@ def main(argv: list[str] | None = None) -> int:
     results = finished(comparison) if args.table_only else run_grid(comparison)
     remember_novel_queries(args)  # files without train_overlap: novel queries from --data
     markdown, data = table(comparison, results, zero)
+    if not args.no_fused:
+        dense, fused, untrained = fused_files(comparison, results, measure=not args.table_only)
+        if fused_markdown := fused_table(dense, fused, untrained, args.metric):
+            markdown += ("\n\nDense and fused with BM25 (reciprocal rank fusion, k tuned on "
+                         "the recipe's dev set), each against the untrained hybrid on the "
+                         "test queries:\n\n" + fused_markdown)
     print(markdown)
     (args.out / "comparison.md").write_text(markdown, encoding="utf-8")
     (args.out / "comparison.json").write_text(json.dumps(data, indent=2, default=str) + "\n")

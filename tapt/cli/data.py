@@ -10,9 +10,9 @@ from types import SimpleNamespace
 from tapt.cli import terminal
 from tapt.cli.options import (
     add_decontaminate_arg,
+    add_dev_carve_args,
     add_relevance_arg,
     check_folder,
-    dev_carve_size,
     seed,
     sequence_length,
     synth_distractors,
@@ -42,15 +42,7 @@ def add_parsers(commands) -> None:
                             "also shows what share of passages and tokens each --max-length "
                             "cuts off")
     add_decontaminate_arg(stats)
-    stats.add_argument("--dev-from-train", type=dev_carve_size, default=None, metavar="N",
-                       help="carve a dev split from train as data.dev_from_train does (a "
-                            "number of queries, or a fraction below 1) and show it")
-    stats.add_argument("--dev-carve", choices=("group", "query"), default="group",
-                       help="carve whole groups of queries sharing relevant passages "
-                            "(default; no dev passage is a training positive) or single "
-                            "queries, as data.dev_carve")
-    stats.add_argument("--dev-seed", type=seed, default=0,
-                       help="seed of the dev carve (data.dev_seed)")
+    add_dev_carve_args(stats)
     stats.add_argument("--max-length", type=sequence_length, nargs="+", default=None,
                        metavar="N",
                        help="maximum lengths to report with --tokenizer (default: 256 512 "

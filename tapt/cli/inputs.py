@@ -28,14 +28,21 @@ def read_data(args: argparse.Namespace, splits: Sequence[str], *, train_split: s
     has one (for the results' ``train_overlap``). ``--decontaminate SPLIT ...``
     (:func:`tapt.cli.options.add_decontaminate_arg`): those splits are read as well and
     ``train_split`` is decontaminated against them (they stay loaded only when in
-    ``splits``)."""
+    ``splits``). ``--dev-from-train N`` (:func:`tapt.cli.options.add_dev_carve_args`): a
+    ``dev`` split is carved from what is left of ``train_split``, as a recipe carves it,
+    instead of read from a file."""
     from tapt.data.beir import DataError, strictness
     from tapt.data.overlap import decontaminate
-    from tapt.data.sources import has_split, load_data
+    from tapt.data.sources import config_name, has_split, load_data
+    from tapt.data.splits import carve_dev, check_no_split_file
 
     against = list(getattr(args, "decontaminate", None) or [])
-    wanted = list(splits)
-    extra = [train_split] if (with_train or against) and train_split not in wanted and \
+    carve = getattr(args, "dev_from_train", None)
+    if carve is not None:
+        check_no_split_file(args.data, config_name(args.config), "dev")
+    wanted = [split for split in splits if carve is None or split != "dev"]
+    needs_train = with_train or against or carve is not None
+    extra = [train_split] if needs_train and train_split not in wanted and \
         has_split(args.data, args.config, train_split, revision=args.revision) else []
 
     def load(names: list[str]):
@@ -45,10 +52,13 @@ def read_data(args: argparse.Namespace, splits: Sequence[str], *, train_split: s
                          corpus_store=args.corpus_store, corpus_cache=args.corpus_cache,
                          **strictness(args.lenient))
 
+    if carve is not None and train_split not in wanted + extra:
+        raise DataError(args.data, f"--dev-from-train: the data has no '{train_split}' split "
+                                   "to carve a dev split from")
     try:
         dataset = load(wanted + extra)
     except DataError as err:
-        if not extra or against or err.path != str(_split_file(args, train_split)):
+        if not extra or against or carve is not None or err.path != str(_split_file(args, train_split)):
             raise
         # the train split is read only for train_overlap: a bad line in it must not stop an
         # evaluation of another split (whose own validation passed or fails on its own)
@@ -60,6 +70,9 @@ def read_data(args: argparse.Namespace, splits: Sequence[str], *, train_split: s
             raise DataError(args.data, f"--decontaminate: the data has no '{train_split}' "
                                        "split to decontaminate")
         dataset = decontaminate(dataset, against, train_split=train_split, keep=wanted)
+    if carve is not None:
+        dataset = carve_dev(dataset, size=carve, seed=args.dev_seed, source_split=train_split,
+                            split="dev", by=args.dev_carve)
     return dataset
 
 

@@ -292,6 +292,22 @@ def add_decontaminate_arg(parser: argparse.ArgumentParser, trained: str = "train
                              "without a relevant passage, as data.decontaminate does")
 
 
+def add_dev_carve_args(parser: argparse.ArgumentParser) -> None:
+    """``--dev-from-train N --dev-carve --dev-seed``: a dev split carved from train as a
+    recipe's ``data.dev_from_train`` / ``dev_carve`` / ``dev_seed`` carve it
+    (:func:`tapt.data.splits.training_splits`; after ``--decontaminate``)."""
+    parser.add_argument("--dev-from-train", type=dev_carve_size, default=None, metavar="N",
+                        help="carve a dev split from train as data.dev_from_train does (a "
+                             "number of queries, or a fraction below 1), after "
+                             "--decontaminate; train keeps the rest")
+    parser.add_argument("--dev-carve", choices=("group", "query"), default="group",
+                        help="carve whole groups of queries sharing relevant passages "
+                             "(default; no dev passage is a training positive) or single "
+                             "queries, as data.dev_carve")
+    parser.add_argument("--dev-seed", type=seed, default=0,
+                        help="seed of the dev carve (data.dev_seed)")
+
+
 def add_source_args(parser: argparse.ArgumentParser, *, split: str | None = "test",
                     relevance: bool = True) -> None:
     """Where the data comes from and how it is read: ``--data --config --revision``,
@@ -424,6 +440,7 @@ def add_data_args(parser: argparse.ArgumentParser, split_default: str = "test") 
     """``tapt eval`` and ``tapt bm25``: the data, the sub-corpus, the outputs."""
     add_source_args(parser, split=split_default)
     add_decontaminate_arg(parser, trained="train split the result's train_overlap compares with")
+    add_dev_carve_args(parser)  # e.g. --tune-on dev on the dev a recipe carves
     add_subcorpus_args(parser)
     add_corpus_store_args(parser)
     parser.add_argument("--top-k", type=top_k, default=100,

@@ -151,6 +151,8 @@ def _run_retrieval(args: argparse.Namespace, make_retriever) -> int:
         args, retriever, dataset, corpus_ids, info, query_sets)
     if report is None:  # a rank other than 0 under torchrun: rank 0 prints and writes
         return 0
+    if dataset.carved:  # --dev-from-train: which queries the carved dev split holds
+        report.info["dev_carve"] = dict(dataset.carved)
     # What a hybrid retriever fused and what an API encoder cost: evaluated.hybrid / .api
     for part in (retriever, getattr(retriever, "encoder", None)):
         if callable(getattr(part, "result_info", None)):
@@ -281,6 +283,11 @@ def add_score_parser(commands) -> None:
                        help="BM25 teacher: term-frequency saturation (default 1.5)")
     score.add_argument("--b", type=fraction, default=0.75,
                        help="BM25 teacher: length normalisation in [0, 1] (default 0.75)")
+    score.add_argument("--fuse-bm25", type=fraction, default=None, metavar="ALPHA",
+                       help="a model --teacher fused with BM25 (--k1, --b): ALPHA x the "
+                            "model's score + (1 - ALPHA) x BM25's, each min-max normalised "
+                            "over the query's scored passages (as tapt eval --hybrid bm25 "
+                            "--fusion linear --alpha ALPHA fuses)")
     add_encoding_args(score)  # for a model --teacher
     add_quiet_arg(score)
 
@@ -296,6 +303,9 @@ def cmd_score(args: argparse.Namespace) -> int:
                       inputs=[*data_inputs("--data", args.data, args.config),
                               *model_inputs("--teacher", args.teacher), ("--mined", args.mined)])
     lexical = is_bm25(args.teacher)
+    if lexical and args.fuse_bm25 is not None:
+        raise ValueError("--fuse-bm25 fuses a model --teacher with BM25; --teacher bm25 is "
+                         "BM25 alone")
     with opened_encoder(args, args.teacher, progress=progress, lexical=lexical) as loader:
         search = search_options(args)  # a model teacher's passages go through the cache
         dataset = read_data(args, [args.split], train_split=args.split)  # --decontaminate
@@ -311,15 +321,24 @@ def cmd_score(args: argparse.Namespace) -> int:
         # BM25's scores depend on the whole corpus (IDF, lengths); a model's do not.
         scores = score_pairs(retriever, dataset, pairs, with_title=not args.no_title,
                              corpus_ids=list(dataset.corpus) if lexical else None)
+        teacher = retriever.name
+        if args.fuse_bm25 is not None and is_main():
+            from tapt.retrieval.teacher_scores import fused_scores
+
+            bm25 = build_retriever("bm25", top_k=1, k1=args.k1, b=args.b, progress=progress)
+            lexical_scores = score_pairs(bm25, dataset, pairs, with_title=not args.no_title,
+                                         corpus_ids=list(dataset.corpus))
+            scores = fused_scores(scores, lexical_scores, args.fuse_bm25)
+            teacher = f"{retriever.name}+{bm25.name}-linear-alpha{args.fuse_bm25:g}"
     if not is_main():  # under torchrun rank 0 alone writes and prints
         return 0
     from tapt.data.content import made_from
 
-    write_teacher_scores(args.output, scores, teacher=retriever.name, data=dataset.source,
+    write_teacher_scores(args.output, scores, teacher=teacher, data=dataset.source,
                          split=args.split, mined=None if args.mined is None else str(args.mined),
                          made_from=made_from(dataset, args.split))
     count = sum(len(row) for row in scores.values())
-    terminal.console.print(f"{count:,} teacher scores ({retriever.name}) for {len(scores):,} "
+    terminal.console.print(f"{count:,} teacher scores ({teacher}) for {len(scores):,} "
                            f"{args.split} queries written to {args.output}", highlight=False)
     return 0
 

@@ -16,6 +16,11 @@ data, another split or other mined negatives than the training's is a
 :class:`~tapt.data.beir.DataError` naming the file), then validates every line against the
 dataset; a bad line is an error naming the file, the line and the field.
 
+``tapt score --teacher MODEL --fuse-bm25 ALPHA`` fuses a model teacher with BM25
+(:func:`fused_scores`): on data where neither is best alone (SciFact: the base model
+fused with BM25 beats either, and beats a model fine-tuned on it), the fusion is the
+teacher to distil.
+
 Example::
 
     from tapt.data.content import made_from
@@ -103,6 +108,22 @@ def score_pairs(retriever, dataset: BeirDataset, pairs: Mapping[str, Sequence[st
                              f"passage {missing[0]!r} (is it in the corpus?)")
         scores[query_id] = {doc_id: got[doc_id] for doc_id in pairs[query_id]}
     return scores
+
+
+def fused_scores(dense: Scores, sparse: Scores, alpha: float) -> Scores:
+    """A fused teacher: per query, ``alpha x minmax(dense) + (1 - alpha) x minmax(sparse)``
+    over the query's scored passages (the linear fusion of ``tapt eval --hybrid bm25
+    --fusion linear``, :func:`tapt.retrieval.hybrid.linear_fusion`), so each of the two
+    teachers ranks the row's passages on one [0, 1] scale. Both must hold the same pairs."""
+    from tapt.retrieval.hybrid import linear_fusion
+
+    for query_id in dict.fromkeys([*dense, *sparse]):
+        if set(dense.get(query_id, {})) != set(sparse.get(query_id, {})):
+            raise ValueError(f"fused teacher: the two teachers scored different passages for "
+                             f"query {query_id!r}")
+    fused = linear_fusion(dense, sparse, alpha)
+    return {query_id: {doc_id: fused[query_id][doc_id] for doc_id in row}
+            for query_id, row in dense.items()}
 
 
 def write_teacher_scores(path: str | Path, scores: Scores, *, teacher: str, data: str,

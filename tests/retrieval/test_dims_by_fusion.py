@@ -182,3 +182,31 @@ def test_cli_tune_on_needs_hybrid_and_another_split(tiny_bert_path, tiny_beir_pa
     assert "add --hybrid bm25" in capsys.readouterr().out
     assert run_main(["eval", *common, "--hybrid", "bm25", "--tune-on", "test"]) == 2
     assert "--tune-on test" in capsys.readouterr().out
+
+
+def test_cli_tune_on_a_carved_dev_records_the_carve(tiny_bert_path, tiny_beir_path, tmp_path,
+                                                     capsys):
+    """``--dev-from-train N`` carves the dev that ``--tune-on dev`` tunes on (data without a
+    dev file, as SciFact): by groups, recorded, and the carved queries leave train."""
+    from tapt.data.sources import load_data
+    from tapt.data.splits import carve_dev
+
+    folder = tmp_path / "no-dev"
+    shutil.copytree(tiny_beir_path, folder)
+    (folder / "qrels" / "dev.tsv").unlink()
+    common = ["--model", tiny_bert_path, "--data", folder, "--quiet", "--hybrid", "bm25"]
+    out = tmp_path / "tuned.json"
+    assert run_main(["eval", *common, "--tune-on", "dev", "--dev-from-train", 3,
+                     "--dev-seed", 1, "--output", out]) == 0
+    data = json.loads(out.read_text())
+    expected = carve_dev(load_data(folder, splits=["train", "test"]), size=3, seed=1)
+    assert data["evaluated"]["dev_carve"] == expected.carved
+    assert data["evaluated"]["dev_carve"]["by"] == "group"
+    assert data["evaluated"]["tuning"]["tuned_on"] == "dev"
+    # Without the carve there is no dev to tune on; with a dev file of its own the carve is
+    # refused (naming the file), as a recipe refuses it.
+    assert run_main(["eval", *common, "--tune-on", "dev"]) != 0
+    capsys.readouterr()
+    assert run_main(["eval", "--model", tiny_bert_path, "--data", tiny_beir_path, "--quiet", "--hybrid", "bm25",
+                     "--tune-on", "dev", "--dev-from-train", 3]) == 2
+    assert "dev.tsv" in capsys.readouterr().out

@@ -183,3 +183,33 @@ def test_scores_of_queries_carved_off_into_dev_are_skipped(tmp_path, tiny_beir_p
     assert set(read.scores) == set(carved.split("train"))
     with pytest.raises(DataError, match="not in the train split"):
         read_teacher_scores(output, replace(carved, carved=None), "train")
+
+
+def test_fused_teacher_is_the_linear_fusion_of_the_model_and_bm25(tiny_beir_path,
+                                                                  tiny_bert_path, tmp_path,
+                                                                  capsys):
+    """``--fuse-bm25 ALPHA``: per query, ALPHA x min-max(model) + (1 - ALPHA) x
+    min-max(BM25) over the scored passages, from the two teachers' own files."""
+    files = {}
+    for name, teacher, extra in (("bm25", "bm25", []), ("model", str(tiny_bert_path), []),
+                                 ("fused", str(tiny_bert_path), ["--fuse-bm25", "0.3"])):
+        files[name] = tmp_path / f"{name}.jsonl"
+        assert main(["score", "--data", str(tiny_beir_path), "--teacher", teacher, "--output",
+                     str(files[name]), "--quiet", *extra]) == 0
+    dataset = load_beir_folder(tiny_beir_path)
+    read = {name: read_teacher_scores(path, dataset, "train") for name, path in files.items()}
+    assert read["fused"].teacher.endswith("+bm25-linear-alpha0.3")
+    for query_id, row in read["model"].scores.items():
+        def scaled(values: dict) -> dict:
+            low, high = min(values.values()), max(values.values())
+            return {d: 1.0 if high == low else (v - low) / (high - low)
+                    for d, v in values.items()}
+        model, lexical = scaled(row), scaled(read["bm25"].scores[query_id])
+        expected = {d: 0.3 * model[d] + 0.7 * lexical[d] for d in row}
+        # the files hold 6 decimals; min-max scaling of rounded scores moves them ~1e-5
+        assert read["fused"].scores[query_id] == pytest.approx(expected, abs=1e-4)
+    # BM25 fused with itself is refused before anything is scored.
+    assert main(["score", "--data", str(tiny_beir_path), "--teacher", "bm25", "--output",
+                 str(tmp_path / "x.jsonl"), "--fuse-bm25", "0.5"]) == 2
+    assert "--fuse-bm25" in capsys.readouterr().out
+    assert not (tmp_path / "x.jsonl").exists()
