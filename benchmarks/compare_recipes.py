@@ -29,6 +29,10 @@ Arms (``--arms``; ``ARMS`` below; the SciFact table is in docs/levers.md):
   (``data.weak_pairs``: title -> text, or inverse cloze);
 - the Cranfield comparison's arms: ``hardness``, ``gte-directions``, ``mnsrl``, ``gist``,
   ``matryoshka``, ``mined-k3``, ``distill-grades``;
+- ``distill-fused``: KL distillation (``distill_kl``) on the ``mined-perc95`` rows from the
+  base model fused with BM25 (``tapt score --fuse-bm25 0.5``; half the target from the
+  grade, so the cited abstract stays on top), the teacher that beats every fine-tuned
+  dense model on SciFact's unseen abstracts;
 - ``best``: the trained arms whose dev beat ``mnrl``'s, together (or the arms ``--best-of`` names).
 
 Runs go seed by seed in the order of ``--arms``; everything finished is reused, so an
@@ -95,6 +99,9 @@ class Arm:
     mined_by: str | None = None
     """train arms with mined negatives: ``base`` or the name of a trained arm."""
     from_arms: list[str] = field(default_factory=list)
+    teacher_fused: float | None = None
+    """Distillation arms: the teacher scores of ``tapt score --teacher BASE --fuse-bm25
+    ALPHA`` on the arm's rows (the base model fused with BM25), as ``loss.teacher_scores``."""
     mined_as: str | None = None
     """``best``: the mined arm whose negatives file it reuses."""
     folder_name: str | None = None
@@ -140,6 +147,11 @@ ARMS: dict[str, Arm] = {
     "distill-grades": Arm(overrides=["loss.name=distill_kl", "loss.grade_weight=1",
                                      "loss.grade_targets={3: 1.0, 2: 0.9, 1: 0.8}",
                                      "data.missing_hard_negative=drop"]),
+    # distillation from the untrained hybrid (the base model fused with BM25): on unseen
+    # passages it beats every fine-tuned dense model, so it is a teacher worth copying
+    "distill-fused": Arm(mined_by="base", mined_as="mined-perc95", teacher_fused=0.5,
+                         overrides=["loss.name=distill_kl", "loss.grade_weight=0.5",
+                                    "loss.grade_targets={1: 1.0, 0: 0.0}"]),
     "best": Arm(),
     "soup-uniform-best": Arm("soup-uniform", from_arms=["best"]),
     "soup-greedy-best": Arm("soup-greedy", from_arms=["best"]),
@@ -147,6 +159,7 @@ ARMS: dict[str, Arm] = {
 ONE_MODEL = ("soup-uniform", "soup-greedy", "soup-uniform-best", "soup-greedy-best")
 """Arms that are one model for all seeds (made from every seed's runs)."""
 MINING = {"mined-perc95": ("0.05", "top", 0), "mined-round2": ("0.05", "top", 0),
+          "distill-fused": ("0.05", "top", 0),
           "mined-k3": ("0.05", "random", 3)}
 """Mined arms: (``--margin``, ``--sampling``, ``--skip-top``) of ``tapt mine``, K = 3."""
 
@@ -314,7 +327,27 @@ class Comparison:
 
     def train_overrides(self, arm: str, seed: int) -> list[str]:
         """A train arm's recipe overrides for ``seed`` (its mined negatives made first)."""
-        return [*ARMS[arm].overrides, *self.mined(arm, seed), f"training.seed={seed}"]
+        mined = self.mined(arm, seed)
+        return [*ARMS[arm].overrides, *mined, *self.teacher_scores(arm, mined),
+                f"training.seed={seed}"]
+
+    def teacher_scores(self, arm: str, mined: list[str]) -> list[str]:
+        """A distillation arm's ``loss.teacher_scores``: the base model fused with BM25
+        (``tapt score --fuse-bm25``) on its rows, mined negatives included; made once."""
+        alpha = ARMS[arm].teacher_fused
+        if alpha is None:
+            return []
+        mined_file = next(item.partition("=")[2] for item in mined
+                          if item.startswith("data.mined_negatives="))
+        path = self.out / "teacher" / f"{arm}-base-bm25-{alpha:g}.jsonl"
+        if not path.is_file():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            recipe = recipe_for(self.args, [])
+            tapt("score", "--data", str(self.args.data), "--teacher", self.args.model,
+                 "--fuse-bm25", str(alpha), "--mined", mined_file, "--split",
+                 recipe.data.train_split, "--dtype", "float32", "--output", str(path),
+                 *as_recipe_reads(recipe), "--quiet")
+        return [f"loss.teacher_scores={path}"]
 
     def tapt_train(self, output: Path, overrides: list[str], timed: Path | None = None
                    ) -> None:

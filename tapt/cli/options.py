@@ -99,6 +99,8 @@ def dev_carve_size(text: str) -> int | float:
     """``--dev-from-train``: a number of queries (a whole number) or a fraction in (0, 1),
     as ``data.dev_from_train``."""
     bound = bounds.DEV_CARVE
+    if bounds.is_one_point_zero(text):
+        raise argparse.ArgumentTypeError(f"{text!r}: {bounds.ONE_POINT_ZERO}")
     try:
         value = bound.parse(text, "value")
     except ValueError:

@@ -217,6 +217,13 @@ class DataSettings(Section):
             return value
         raise ValueError(f"expected none, title or label:FIELD, got {value!r}")
 
+    @field_validator("dev_from_train", mode="before")  # before coercion: 1.0 vs 1
+    @classmethod
+    def _refuse_a_whole_fraction(cls, size: Any) -> Any:
+        if bounds.is_one_point_zero(size):
+            raise ValueError(bounds.ONE_POINT_ZERO)
+        return size
+
     @field_validator("dev_from_train")
     @classmethod
     def _check_dev_from_train(cls, size: float | None) -> int | float | None:

@@ -240,6 +240,25 @@ SYNTH_DISTRACTORS = Bound("in [0, 200000] (a whole number)", integer=True, low=0
                               "2 ms per passage")
 
 
+ONE_POINT_ZERO = ("1.0 is ambiguous: a fraction below 1 is a share of the train queries "
+                  "and 1.0 would be all of them, a whole number counts queries; write 1 for "
+                  "one query or a fraction such as 0.1")
+"""Why a dev carve of 1.0 is refused (``data.dev_from_train``, ``--dev-from-train``)."""
+
+
+def is_one_point_zero(value: object) -> bool:
+    """One written as a fraction (``1.0``, ``1.``, ``1e0``; a float 1.0), not the whole
+    number ``1``: a dev carve refuses it (:data:`ONE_POINT_ZERO`)."""
+    if isinstance(value, float):
+        return value == 1.0
+    if not isinstance(value, str):
+        return False
+    text = value.strip()
+    try:
+        return float(text) == 1.0 and not text.lstrip("+").isdigit()
+    except ValueError:
+        return False
+
 DEV_CARVE = Bound("a number of queries in [1, 10000000] or a fraction in (0, 1)", low=0,
                   high=10**7, low_open=True, why="a whole number counts queries, a number "
                   "below 1 is a share of them")

@@ -140,6 +140,24 @@ def test_unknown_key_is_named(tmp_path):
     assert "training.lerning_rate: unknown key" in str(err.value)
 
 
+@pytest.mark.parametrize("written", ["1.0", "1.", "1e0"])
+def test_a_dev_carve_of_one_point_zero_is_refused_not_read_as_one_query(tmp_path, written,
+                                                                        capsys):
+    """1.0 reads as a fraction (all of train) or a count (one query): refused, in a recipe
+    and on the command line; 1 and 0.1 stay what they say."""
+    path = tmp_path / "r.yaml"
+    path.write_text(yaml.safe_dump({**BASE, "data": {"path": "d"}}).replace(
+        "path: d", f"path: d\n  dev_from_train: {written}"), encoding="utf-8")
+    with pytest.raises(RecipeError, match=r"data.dev_from_train.*1.0 is ambiguous"):
+        load_recipe(path)
+    assert load_recipe(_write(tmp_path, {**BASE, "data": {"path": "d", "dev_from_train": 1}})
+                       ).data.dev_from_train == 1
+    with pytest.raises(SystemExit) as exited:
+        main(["data", "stats", str(tmp_path), "--dev-from-train", written])
+    assert exited.value.code == 2
+    assert "1.0 is ambiguous" in capsys.readouterr().err
+
+
 def test_unknown_section_is_named(tmp_path):
     with pytest.raises(RecipeError, match=r"optimiser: unknown key"):
         load_recipe(_write(tmp_path, {**BASE, "optimiser": {"name": "adamw"}}))
