@@ -152,6 +152,34 @@ def check_same_architecture(models: Sequence, names: Sequence[str]) -> None:
         if types[0] != types[1]:
             raise MergeError(f"{prefix}: model type {types[1]} vs {types[0]}")
         check_same_vocabulary(first, model, first_name, name)
+        check_same_use(first, model, first_name, name)
+
+
+def inference_settings(model) -> dict[str, object]:
+    """What decides a model's embeddings besides its weights and tokenizer: its prompts,
+    default prompt, maximum length and each non-transformer module's configuration
+    (pooling mode, normalisation, dense heads)."""
+    settings: dict[str, object] = {
+        "prompts": dict(getattr(model, "prompts", None) or {}),
+        "default_prompt_name": getattr(model, "default_prompt_name", None),
+        "max_seq_length": getattr(model, "max_seq_length", None)}
+    for index, module in enumerate(model):
+        config = getattr(module, "get_config_dict", None)
+        if callable(config) and not hasattr(module, "auto_model"):
+            settings[f"module {index} ({type(module).__name__})"] = config()
+    return settings
+
+
+def check_same_use(first, other, first_name: str, name: str) -> None:
+    """Refuse models that embed text differently (:func:`inference_settings`): averaging
+    their weights would give a model whose prompts and pooling are those of whichever
+    came first."""
+    mine, theirs = inference_settings(first), inference_settings(other)
+    for key in dict.fromkeys([*mine, *theirs]):
+        if mine.get(key) != theirs.get(key):
+            raise MergeError(f"{name} cannot be merged with {first_name}: their {key} differ "
+                             f"({theirs.get(key)!r} vs {mine.get(key)!r}); merge models that "
+                             "encode text the same way")
 
 
 def check_same_vocabulary(first, other, first_name: str, name: str) -> None:

@@ -170,6 +170,32 @@ def check_same_dev(ingredients: Sequence[Ingredient]) -> None:
                              f"{other.run}")
 
 
+def check_distinct_runs(runs: Sequence[str | Path]) -> None:
+    """Refuse a run given twice, however spelled (``runs/a``, ``./runs/a/``, a symlink to
+    it): runs are compared by their resolved folders, not their names."""
+    seen: dict[Path, str] = {}
+    for run in runs:
+        resolved = Path(run).resolve()
+        if resolved in seen:
+            raise MergeError(f"{run} and {seen[resolved]} are one run ({resolved}): each "
+                             "ingredient once")
+        seen[resolved] = str(run)
+
+
+def check_distinct_weights(models: Sequence, names: Sequence[str]) -> None:
+    """Refuse two ingredients with identical weights (a copied run folder): the soup would
+    count one model twice (:func:`tapt.encoders.model_digest.weights_digest`)."""
+    from tapt.encoders.model_digest import weights_digest
+
+    seen: dict[str, str] = {}
+    for model, name in zip(models, names, strict=True):
+        digest = weights_digest(model)
+        if digest in seen:
+            raise MergeError(f"{name} and {seen[digest]} hold identical weights (a copy of "
+                             "one run): each ingredient once")
+        seen[digest] = name
+
+
 def dev_settings(recipe):
     """The :class:`~tapt.selection.merge.DevSettings` of a recipe's own dev evaluation."""
     from tapt.training.contrastive import load_recipe_data
@@ -202,8 +228,7 @@ def soup(runs: Sequence[str | Path], output: str | Path, *, method: SoupMethod =
     never on, inside or around a run folder, its export or what its recipe reads."""
     if len(runs) < 2:
         raise MergeError(f"a soup needs at least 2 runs, got {len(runs)}")
-    if len(set(map(str, runs))) != len(runs):
-        raise MergeError("a run is given twice: each ingredient once")
+    check_distinct_runs(runs)
     output = Path(output)
     ingredients = [read_ingredient(run) for run in runs]
     check_merge_output(output, [str(i.model) for i in ingredients], overwrite=overwrite,
@@ -217,6 +242,7 @@ def soup(runs: Sequence[str | Path], output: str | Path, *, method: SoupMethod =
     names = [str(i.model) for i in ingredients]
     models, specs = load_sources(names)
     check_same_architecture(models, names)
+    check_distinct_weights(models, names)
     states = [model.state_dict() for model in models]
     work = copy.deepcopy(models[0])
 

@@ -262,3 +262,41 @@ def test_overwrite_leaves_a_folder_whose_record_tapt_did_not_write(tmp_path, tin
                  "--overwrite"]) == 2
     assert "not a tapt export" in capsys.readouterr().out
     assert {p.name: p.read_bytes() for p in theirs.iterdir() if p.is_file()} == before
+
+
+def _copy_with(tmp_path, source, name, edit) -> Path:
+    """A copy of the model folder ``source`` with one of its JSON files edited."""
+    import json
+    import shutil
+
+    folder = tmp_path / name
+    shutil.copytree(source, folder)
+    modules = json.loads((folder / "modules.json").read_text())
+    pooling = next(folder / m["path"] / "config.json" for m in modules
+                   if m["type"].endswith("Pooling"))
+    edit(folder, pooling)
+    return folder
+
+
+@pytest.mark.parametrize("what", ["pooling", "prompts"])
+def test_models_that_encode_differently_are_refused(tmp_path, tiny_bert_path, what):
+    """Same weights and architecture, other pooling or prompts: the merge would encode as
+    whichever came first, so it is refused, naming what differs."""
+    import json
+
+    def edit(folder, pooling):
+        if what == "pooling":
+            config = json.loads(pooling.read_text())
+            config["pooling_mode"] = "cls"
+            pooling.write_text(json.dumps(config))
+        else:
+            path = folder / "config_sentence_transformers.json"
+            config = json.loads(path.read_text()) if path.is_file() else {}
+            config["prompts"] = {"query": "query: ", "document": "passage: "}
+            path.write_text(json.dumps(config))
+
+    other = _copy_with(tmp_path, tiny_bert_path, f"other-{what}", edit)
+    word = "module 1 (Pooling)" if what == "pooling" else "prompts"
+    with pytest.raises(MergeError, match=re.escape(f"their {word} differ")):
+        merge([tiny_bert_path, other], tmp_path / "out")
+    assert not (tmp_path / "out").exists()

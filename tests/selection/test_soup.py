@@ -174,3 +174,21 @@ def test_an_ingredient_with_an_edited_dev_record_is_refused(runs, tmp_path, summ
     with pytest.raises(MergeError, match="results.json") as caught:
         read_ingredient(run)
     assert says in str(caught.value)
+
+
+def test_one_run_given_twice_under_another_name_is_refused(runs, tmp_path):
+    """Runs are compared by what they are: two spellings of one folder, a symlink to it,
+    and a copy of it (identical weights) each count one model twice."""
+    import shutil
+
+    link = tmp_path / "link"
+    link.symlink_to(runs[0], target_is_directory=True)
+    spelled = runs[0].parent / "." / runs[0].name
+    for twin in (spelled, link):
+        with pytest.raises(MergeError, match="are one run"):
+            soup([runs[0], runs[1], twin], tmp_path / "soup")
+    copy = tmp_path / "copy"
+    shutil.copytree(runs[0], copy)
+    with pytest.raises(MergeError, match="identical weights"):
+        soup([runs[0], copy], tmp_path / "soup")
+    assert not (tmp_path / "soup").exists()
