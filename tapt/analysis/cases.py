@@ -30,8 +30,9 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from tapt.analysis.pairing import FIELDS, DataKey, check_pair, data_key, unfingerprinted_note
@@ -58,6 +59,25 @@ class SystemRun:
     per_query: dict[str, dict[str, float]]
     key: DataKey | None = None
     """The data and settings it was evaluated on (:func:`tapt.analysis.pairing.data_key`)."""
+    stored_depth: int | None = None
+    """The depth its file stored when :func:`at_common_depth` cut it shorter, else None."""
+
+
+def at_common_depth(systems: Sequence[SystemRun]) -> list[SystemRun]:
+    """The systems' rankings cut to the shallowest stored depth (``--save-run K`` of each
+    file), so that "not found" means the same for all: a passage at rank 50 of a file that
+    stored 100 and absent from one that stored 10 would otherwise count as a disagreement.
+    A cut is logged and shown in the cases' header."""
+    depth = min(system.depth for system in systems)
+    if all(system.depth == depth for system in systems):
+        return list(systems)
+    logger.warning("the result files stored rankings of different depths (%s): the cases "
+                   "compare the top %d of each", ", ".join(f"{s.name} {s.depth}" for s in systems),
+                   depth)
+    return [system if system.depth == depth else replace(
+        system, depth=depth, stored_depth=system.depth,
+        ranking={query: rows[:depth] for query, rows in system.ranking.items()})
+        for system in systems]
 
 
 def _ranking_problem(source: str, where: str, problem: str) -> ValueError:
@@ -241,7 +261,15 @@ def cut(text: str, chars: int) -> str:
     flat = " ".join(text.split())
     if len(flat) > chars:
         flat = flat[:chars].rsplit(" ", 1)[0].rstrip(" ,;:.") + " …"
-    return flat.replace("|", "\\|")
+    return flat.replace("|", "\\|").replace("`", "\\`")
+
+
+def code(text: str) -> str:
+    """``text`` as a Markdown code span, whatever backticks or pipes it holds (a fence one
+    backtick longer than its longest run of them; pipes escaped for tables)."""
+    fence = "`" * (max(map(len, re.findall(r"`+", text)), default=0) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text.replace('|', chr(92) + '|')}{pad}{fence}"
 
 
 def rank_text(rank: int | None, depth: int) -> str:
@@ -261,12 +289,16 @@ def render_markdown(cases: Sequence[Case], systems: Sequence[SystemRun],
              (f"{dataset.source} ({split} split); relevant: {dataset.rule.describe()}. "
              "Queries where the systems disagree most (spread of 1 / rank of the first "
              "relevant passage)."), ""]
+    if cut_systems := [s for s in systems if s.stored_depth is not None]:
+        lines += [(f"Ranks are compared within the top {systems[0].depth} of every system: "
+                   + ", ".join(f"{s.name}'s file stored {s.stored_depth}" for s in cut_systems)
+                   + "."), ""]
     for case in cases:
         judged = dataset.split(split)[case.query_id]
         relevant = sorted(relevant_passages(dataset, split, case.query_id))
-        lines += [f"## Query `{case.query_id}` (disagreement {case.disagreement:.3f})", "",
+        lines += [f"## Query {code(case.query_id)} (disagreement {case.disagreement:.3f})", "",
                   f"> {cut(dataset.queries[case.query_id], 10 * chars)}", "",
-                  "Relevant: " + ", ".join(f"`{d}` (grade {judged[d]})" for d in relevant),
+                  "Relevant: " + ", ".join(f"{code(d)} (grade {judged[d]})" for d in relevant),
                   "", f"| system | rank of the first relevant passage | {metric} |",
                   "|---|---:|---:|"]
         for system in systems:
@@ -275,7 +307,7 @@ def render_markdown(cases: Sequence[Case], systems: Sequence[SystemRun],
             lines.append(f"| {system.name} | {rank_text(case.ranks[system.name], system.depth)}"
                          f" | {shown} |")
         first = relevant[0]
-        lines += ["", (f"Relevant passage `{first}`: "
+        lines += ["", (f"Relevant passage {code(first)}: "
                       f"{cut(dataset.corpus[first].as_text(), chars)}"), ""]
         for system in systems:
             lines += [f"### {system.name}: top {passages}", "",
@@ -283,7 +315,7 @@ def render_markdown(cases: Sequence[Case], systems: Sequence[SystemRun],
             for position, (doc_id, score) in enumerate(
                     system.ranking[case.query_id][:passages], start=1):
                 grade = judged.get(doc_id)
-                lines.append(f"| {position} | `{doc_id}` | {'-' if grade is None else grade} "
+                lines.append(f"| {position} | {code(doc_id)} | {'-' if grade is None else grade} "
                              f"| {score:.4f} | {cut(dataset.corpus[doc_id].as_text(), chars)} |")
             lines.append("")
     if not cases:

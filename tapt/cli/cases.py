@@ -54,6 +54,7 @@ def add_parsers(commands) -> None:
 
 def cmd_cases(args: argparse.Namespace) -> int:
     from tapt.analysis.cases import (
+        at_common_depth,
         common_split,
         find_cases,
         read_system,
@@ -69,6 +70,7 @@ def cmd_cases(args: argparse.Namespace) -> int:
                   inputs=[("RESULT", split_spec(spec)[1]) for spec in args.results]
                   + data_inputs("--data", args.data, args.config))
     systems = [read_system(spec) for spec in args.results]  # checked before the data loads
+    systems = at_common_depth(systems)  # "not found" means one depth for all
     split = common_split(systems)  # and the results' data fields agree
     relevance = recorded_relevance(systems) if args.relevant_from is None else args.relevant_from
     dataset = load_data(args.data, args.config, [split],

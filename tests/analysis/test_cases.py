@@ -109,3 +109,32 @@ def test_save_run_deeper_than_top_k_is_refused(synth_path, capsys):
     assert main(["bm25", "--data", str(synth_path), "--top-k", "10", "--save-run", "20",
                  "--quiet"]) == 2
     assert "--save-run 20" in capsys.readouterr().out
+
+
+def test_files_stored_at_other_depths_are_compared_at_the_shallower(results, synth_path,
+                                                                      tmp_path, capsys):
+    """A relevant passage at rank 40 of a file that stored 100 and absent from one that
+    stored 5 is not a disagreement: both are cut to the top 5, and the header says so."""
+    shallow = tmp_path / "bm25-5.json"
+    assert main(["bm25", "--data", str(synth_path), "--split", "train", "--save-run", "5",
+                 "--output", str(shallow), "--quiet"]) == 0
+    output = tmp_path / "cases.md"
+    assert main(["cases", f"tiny={results / 'tiny.json'}", f"bm25={shallow}",
+                 "--data", str(synth_path), "--top", "1000", "--output", str(output)]) == 0
+    markdown = output.read_text()
+    assert "within the top 5 of every system: tiny's file stored 100" in markdown
+    ranks = shown_ranks(markdown)
+    assert all(rank is None or rank <= 5 for row in ranks.values() for rank in row.values())
+    tiny = json.loads((results / "tiny.json").read_text())
+    qrels = load_beir_folder(synth_path, ["train"]).split("train")
+    deep = [q for q in ranks if (stored_first_relevant(tiny, qrels, q) or 0) > 5]
+    assert deep and all(ranks[q]["tiny"] is None for q in deep)
+
+
+def test_pipes_and_backticks_in_ids_and_texts_keep_the_table_whole():
+    from tapt.analysis.cases import code, cut
+
+    row = f"| 1 | {code('p`1|x')} | 3 | 0.5 | {cut('a | b `c` d', 100)} |"
+    unescaped = re.findall(r"(?<!\\)\|", row)
+    assert len(unescaped) == 6  # the row's own five cells, nothing from inside them
+    assert code("``") == "``` `` ```" and code("plain") == "`plain`"
