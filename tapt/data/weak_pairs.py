@@ -37,6 +37,7 @@ splitter (nltk and spaCy are not among them) and the pairs need no linguistic pr
 from __future__ import annotations
 
 import itertools
+import logging
 import os
 import random
 import re
@@ -48,6 +49,8 @@ from typing import Literal
 from tapt.data.beir import Passage
 from tapt.data.splits import dev_passages
 from tapt.util.files import ensure_free_space
+
+logger = logging.getLogger(__name__)
 
 WeakKind = Literal["title", "ict"]
 KEEP_SENTENCE = 0.1
@@ -92,14 +95,15 @@ def ict_pair(passage: Passage, rng: random.Random) -> tuple[str, str] | None:
 
 def iter_weak_pairs(corpus: Mapping[str, Passage], kind: WeakKind, *,
                     count: int | None = None, seed: int = 0) -> Iterator[tuple[str, str, str]]:
-    """``(passage id, query, positive)``: one pair per usable passage, or a seeded sample of
-    ``count`` of them (all when there are fewer), in corpus order. The same corpus, kind,
-    count and seed give the same pairs; only the passage ids are held in memory."""
+    """``(passage id, query, positive)``: one pair per usable passage in corpus order, or,
+    with ``count``, the first ``count`` usable passages of a seeded order of the corpus
+    (fewer only when fewer passages give a pair: :func:`weak_pairs_record` says so). The
+    same corpus, kind, count and seed give the same pairs; only the passage ids are held in
+    memory."""
     rng = random.Random(seed)
     ids = list(corpus)
     if count is not None and count < len(ids):
-        chosen = set(rng.sample(ids, min(len(ids), count * 2 if kind == "ict" else count)))
-        ids = [doc_id for doc_id in ids if doc_id in chosen]  # ICT: spares for short ones
+        rng.shuffle(ids)  # a seeded order, walked until count passages gave a pair
     made = 0
     for doc_id in ids:
         pair = title_pair(corpus[doc_id]) if kind == "title" else ict_pair(corpus[doc_id], rng)
@@ -208,16 +212,35 @@ def with_weak_pairs(rows, pairs):
 
 def weak_pairs_for(dataset, kind: WeakKind, *, folder: Path, count: int | None = None,
                    seed: int = 0):
-    """:func:`weak_pairs_dataset` of a :class:`~tapt.data.beir.BeirDataset`'s corpus: the
-    one entry training uses, reading ``dataset.corpus`` and nothing else, less the passages
-    a decontamination held out (``dataset.held_out``) and the relevant passages of a dev
-    split carved from train (dev measures passages training never saw)."""
+    """``(pairs, record)``: :func:`weak_pairs_dataset` of a
+    :class:`~tapt.data.beir.BeirDataset`'s corpus (the one entry training uses, reading
+    ``dataset.corpus`` and nothing else) less the passages a decontamination held out
+    (``dataset.held_out``) and the relevant passages of a dev split carved from train (dev
+    measures passages training never saw), and :func:`weak_pairs_record` of them."""
     corpus = dataset.corpus
     excluded = dataset.held_out | dev_passages(dataset,
                                                (dataset.carved or {}).get("carved_from", ""))
     if excluded:
         corpus = WithoutPassages(corpus, excluded)
-    return weak_pairs_dataset(corpus, kind, folder=folder, count=count, seed=seed)
+    pairs = weak_pairs_dataset(corpus, kind, folder=folder, count=count, seed=seed)
+    return pairs, weak_pairs_record(kind, count=count, seed=seed, made=len(pairs),
+                                    passages=len(corpus), excluded=len(excluded))
+
+
+def weak_pairs_record(kind: WeakKind, *, count: int | None, seed: int, made: int,
+                      passages: int, excluded: int) -> dict:
+    """What training mixed in (``results.json``'s ``weak_pairs``, the card): the kind, the
+    pairs asked (``data.weak_pairs_max``; None: one per usable passage) and made, the seed,
+    the passages they could come from and those left out. Fewer made than asked is logged
+    as a warning with the reason (too few passages give a pair)."""
+    record = {"kind": kind, "asked": count, "made": made, "seed": seed,
+              "passages": passages, "excluded_passages": excluded}
+    if count is not None and made < count:
+        need = "a title" if kind == "title" else f"{MIN_SENTENCES} sentences or more"
+        logger.warning("data.weak_pairs_max %d: %d %s pairs made, all the corpus gives: %d "
+                       "of its %d passages%s have %s", count, made, kind, made, passages,
+                       f" (less {excluded} held out or dev)" if excluded else "", need)
+    return record
 
 
 class WithoutPassages(Mapping):

@@ -221,12 +221,14 @@ def train_in(start: RunStart, recipe: Recipe, *, run_test: bool = False,
                                                         recipe.data.train_split,
                                                         recipe.data.mined_negatives))
     train_rows, groups = train_rows if grouping is not None else (train_rows, None)
+    weak_record = None  # results.json's and the card's weak_pairs, when any are mixed in
     if recipe.data.weak_pairs != "none":  # passages alone: tapt.data.weak_pairs
         if scratch is None:
             raise RuntimeError("data.weak_pairs needs train_in's scratch folder (train makes one)")
-        train_rows = with_weak_pairs(train_rows, weak_pairs_for(
+        pairs, weak_record = weak_pairs_for(
             dataset, recipe.data.weak_pairs, folder=scratch, count=recipe.data.weak_pairs_max,
-            seed=recipe.data.weak_pairs_seed))
+            seed=recipe.data.weak_pairs_seed)
+        train_rows = with_weak_pairs(train_rows, pairs)
     dev_ids = subcorpus_ids(dataset, recipe.data.dev_split,
                             distractors=recipe.data.dev_distractors, seed=recipe.data.dev_seed)
 
@@ -306,7 +308,8 @@ def train_in(start: RunStart, recipe: Recipe, *, run_test: bool = False,
         summary["TAPT test"] = trained_test
     result.summary = summary
     write_card(staging, recipe, history=history, summary=summary, best_step=best_step,
-               averaged=averaged, gate=gate, splits=test_records(dataset, trained_report))
+               averaged=averaged, gate=gate, splits=test_records(dataset, trained_report),
+               weak_pairs=weak_record)
     write_results(run, {"status": "finished", "summary": summary, "best_step": best_step,
                         "export": averaged or {"kind": "best", "steps": [best_step]},
                         "eval_dtype": evaluator.history[-1]["dtype"] if evaluator.history
@@ -317,6 +320,7 @@ def train_in(start: RunStart, recipe: Recipe, *, run_test: bool = False,
                         **({"dev_carve": dataset.carved} if dataset.carved else {}),
                         **({"decontaminated": dataset.decontaminated}
                            if dataset.decontaminated else {}),
+                        **({"weak_pairs": weak_record} if weak_record else {}),
                         **({GATE_KEY: gate} if gate else {}), "history": history})
     result.final_dir = publish(staging, run.final)
     if trained_report is not None:

@@ -228,6 +228,6 @@ def test_weak_pairs_leave_a_carved_dev_passage_out(tmp_path):
                        rule=BEIR)
     carved = carve_dev(data, size=3, seed=0)
     held = {doc for docs in carved.split("dev").values() for doc in docs}
-    pairs = weak_pairs_for(carved, "title", folder=tmp_path)
+    pairs, _ = weak_pairs_for(carved, "title", folder=tmp_path)
     assert pairs.num_rows == 7
     assert not set(pairs["positive"]) & {corpus[doc].text for doc in held}

@@ -88,7 +88,7 @@ def test_weak_pairs_read_no_query_and_no_qrels(kind, tmp_path):
 
     dataset = BeirDataset(corpus=corpus(), queries=Poisoned(),
                           qrels=Poisoned(), rule=BEIR)
-    pairs = weak_pairs_for(dataset, kind, folder=tmp_path, count=5, seed=0)
+    pairs, _ = weak_pairs_for(dataset, kind, folder=tmp_path, count=5, seed=0)
     expected = weak_pairs(corpus(), kind, count=5, seed=0)
     assert pairs.to_dict() == {"query": expected["query"], "positive": expected["positive"]}
 
@@ -101,7 +101,7 @@ def test_a_decontaminated_training_makes_no_weak_pair_of_a_held_out_passage(tmp_
     whole = corpus()
     held = frozenset(list(whole)[:4])
     dataset = BeirDataset(corpus=whole, queries={}, qrels={}, rule=BEIR)
-    pairs = weak_pairs_for(replace(dataset, held_out=held), "title", folder=tmp_path, seed=0)
+    pairs, _ = weak_pairs_for(replace(dataset, held_out=held), "title", folder=tmp_path, seed=0)
     texts = {whole[doc].text for doc in held}
     assert pairs.num_rows == len(whole) - len(held)
     assert not set(pairs["positive"]) & texts
@@ -203,3 +203,24 @@ def test_a_disk_without_room_for_the_pairs_stops_before_writing(tmp_path, monkey
     assert "TAPT_CACHE_DIR" in message and list(tmp_path.iterdir()) == []
     monkeypatch.setenv("LOCAL_WORLD_SIZE", "1")  # 2,420 B fit
     assert len(weak_pairs_dataset(passages, "title", folder=tmp_path)) == 20
+
+
+def test_max_pairs_are_made_whenever_the_corpus_has_them_and_a_shortfall_is_said(
+        tmp_path, caplog):
+    """data.weak_pairs_max N gives N pairs when N passages give one, however sparse they
+    are (10 of 40 here); when fewer do, the warning and the record say how many and why."""
+    from tapt.data.relevance import BEIR
+
+    sparse = {f"p{i}": Passage(text=(f"First {i}. Second {i}. Third {i}." if i % 4 == 0
+                                     else f"Only one sentence {i}."), title="")
+              for i in range(40)}
+    for seed in range(5):
+        assert len(weak_pairs(sparse, "ict", count=8, seed=seed)["query"]) == 8
+    dataset = BeirDataset(corpus=sparse, queries={}, qrels={}, rule=BEIR)
+    with caplog.at_level("WARNING", logger="tapt.data.weak_pairs"):
+        pairs, record = weak_pairs_for(dataset, "ict", folder=tmp_path, count=25, seed=0)
+    assert pairs.num_rows == record["made"] == 10
+    assert record == {"kind": "ict", "asked": 25, "made": 10, "seed": 0, "passages": 40,
+                      "excluded_passages": 0}
+    assert "data.weak_pairs_max 25: 10 ict pairs made" in caplog.text
+    assert "3 sentences or more" in caplog.text

@@ -50,6 +50,15 @@ def test_weak_pairs_train_in_batches_of_their_own(make_recipe, tiny_beir_path, m
     # the 12 sampled pairs, less those NO_DUPLICATES leaves out (the tiny corpus repeats
     # titles) and a last short batch
     assert 6 <= sum(map(len, weak)) <= 12
+    # what was mixed in is recorded, in results.json and on the card
+    import json
+
+    record = json.loads((result.run_dir / "results.json").read_text())["weak_pairs"]
+    assert (record["kind"], record["asked"], record["seed"]) == ("title", 12, 0)
+    assert sum(map(len, weak)) <= record["made"] <= 12
+    card = (result.final_dir / "README.md").read_text()
+    assert f"| weak pairs (unlabelled passages) | {record['made']} title pairs of 12 asked" \
+        in card
     (files,) = built
     scratch = tmp_path / "cache" / "scratch"
     assert files and all(f.is_relative_to(scratch) for f in files)
