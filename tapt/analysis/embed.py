@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 
 import numpy as np
 
@@ -36,9 +37,14 @@ __all__ = ["BM25", "APIOptions", "ModelOptions", "embed", "labelled", "load_enco
 
 def labelled(spec: str) -> tuple[str, str]:
     """``NAME=MODEL`` -> ``(NAME, MODEL)``; a plain model (or an existing path holding
-    ``=``) -> ``(model, model)``. Names label tables and plots."""
+    ``=``) -> ``(its label, model)``: a local folder by its last two parts (``x/final``, no
+    absolute path of this machine in a table or a picture), anything else as given. Names
+    label tables and plots."""
     name, model = split_spec(spec)
-    return name or model, model
+    if name:
+        return name, model
+    path = Path(model)
+    return ("/".join(path.resolve().parts[-2:]) if path.exists() else model), model
 
 
 def load_encoder(name: str, options: ModelOptions | None = None,

@@ -15,7 +15,7 @@ import argparse
 from pathlib import Path
 
 from tapt.cli import terminal
-from tapt.cli.options import check_folder, top_k
+from tapt.cli.options import check_folder, one_name, top_k
 
 RANKING_SECTION = "ranking"
 """The result file's section holding ``--save-run``'s top passages per query."""
@@ -38,9 +38,42 @@ def add_extra_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--mteb-dir", type=Path, default=Path("mteb-results"),
                        help="--format mteb: the folder of MTEB's layout "
                             "(results/MODEL/REVISION/TASK.json)")
-    group.add_argument("--mteb-task", default=None, metavar="NAME",
-                       help="--format mteb: the task name (default: the data folder's name, "
-                            "with --config)")
+    group.add_argument("--mteb-task", type=mteb_task, default=None, metavar="NAME",
+                       help="--format mteb: the task name, one file name (default: the data "
+                            "folder's name, with --config)")
+
+
+def mteb_task(text: str) -> str:
+    """``--mteb-task``: one file name (:func:`tapt.cli.options.one_name`)."""
+    return one_name(text)
+
+
+MTEB_MIN_TOP_K = 10
+"""MTEB's main retrieval score is ``ndcg_at_10``: a ranking shorter than 10 cannot give it."""
+
+
+def check_mteb_args(args: argparse.Namespace) -> None:
+    """``--format mteb``, before any loading: mteb installed, ``--top-k`` of at least 10,
+    the task and model names each one file or folder name without a secret (the default
+    task name comes from the data's folder, the model's from its folder), and nothing but
+    folders on the way to the result file under ``--mteb-dir``."""
+    from tapt.retrieval.mteb_results import mteb_model_name, require_mteb
+    from tapt.util.ids import path_component
+
+    require_mteb("--format mteb")
+    check_folder("--mteb-dir", args.mteb_dir)
+    if args.top_k < MTEB_MIN_TOP_K:
+        raise ValueError(f"--format mteb: --top-k {args.top_k} ranks fewer passages than "
+                         f"MTEB's main score ndcg_at_10 needs (at least {MTEB_MIN_TOP_K})")
+    path_component(mteb_task_name(args), "--format mteb: the task name (--mteb-task, or "
+                                         "the data folder's name with --config)")
+    for part in mteb_model_name(system_name(args)).split("/"):
+        path_component(part, "--format mteb: the model name's part")
+    folder = Path(args.mteb_dir) / "results"
+    for parent in (folder, *folder.parents):
+        if parent.exists() and not parent.is_dir():
+            raise ValueError(f"--mteb-dir {args.mteb_dir}: {parent} is a file, where MTEB's "
+                             "layout needs a folder")
 
 
 def check_extra_args(args: argparse.Namespace) -> None:
@@ -60,10 +93,7 @@ def check_extra_args(args: argparse.Namespace) -> None:
         raise ValueError(f"--save-run {args.save_run}: the ranking holds --top-k "
                          f"{args.top_k} passages per query; store at most that many")
     if args.format == "mteb":
-        from tapt.retrieval.mteb_results import require_mteb
-
-        require_mteb("--format mteb")
-        check_folder("--mteb-dir", args.mteb_dir)
+        check_mteb_args(args)
 
 
 def query_set_inputs(args: argparse.Namespace) -> list[tuple[str, Path]]:
@@ -123,13 +153,11 @@ def ranking_section(run, depth: int) -> dict:
 
 def finish_extras(args: argparse.Namespace, report, results, dataset, corpus_ids) -> None:
     """Print and store what the extra flags asked for: the query-set tables and section,
-    the stored ranking, MTEB's files."""
+    the stored ranking (MTEB's files come after ``--output`` is written: :func:`write_mteb`)."""
     if results is not None:
         show_query_sets(args, report, results)
     if args.save_run is not None:
         report.sections[RANKING_SECTION] = ranking_section(report.run, args.save_run)
-    if args.format == "mteb":
-        write_mteb(args, report, dataset, corpus_ids, system_name(args))
 
 
 def show_query_sets(args: argparse.Namespace, report, results) -> None:
@@ -161,16 +189,38 @@ def mteb_task_name(args: argparse.Namespace) -> str:
     return f"{base}-{args.config}" if args.config else base
 
 
-def write_mteb(args: argparse.Namespace, report, dataset, corpus_ids, name: str) -> None:
-    """MTEB's scores of the report's ranking, in MTEB's layout under ``--mteb-dir``."""
+def evaluation_revision(args: argparse.Namespace, report) -> str:
+    """MTEB's revision folder for this evaluation: ``tapt-`` and a digest of what was
+    evaluated (the model, resolved when a folder, and the report's ``evaluated`` block:
+    data, split, sub-corpus, precision, fusion, top-k, ...), so that two different
+    evaluations never share a result file (an export called ``final/`` is one of many)."""
+    import hashlib
+    import json
+
+    model = system_name(args)
+    identity = str(Path(model).resolve()) if Path(model).exists() else model
+    settings = {key: value for key, value in report.info.items()
+                if key not in ("search", "timings", "api", "mteb")}
+    settings["search"] = {key: value for key, value in (report.info.get("search") or {}).items()
+                          if key != "passages_from_cache"}
+    text = json.dumps({"model": identity, "evaluated": settings}, sort_keys=True, default=str)
+    return "tapt-" + hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
+
+
+def write_mteb(args: argparse.Namespace, report, dataset, corpus_ids) -> None:
+    """MTEB's scores of the report's ranking, in MTEB's layout under ``--mteb-dir``, in the
+    revision folder of this evaluation (:func:`evaluation_revision`); called after
+    ``--output`` is written, so a failure here loses nothing computed."""
     from tapt.retrieval.mteb_results import main_scores, task_result_of_run, write_task_result
 
+    revision = evaluation_revision(args, report)
     task_result, meta = task_result_of_run(
-        report.run, dataset, args.split, model_name=name, task_name=mteb_task_name(args),
-        top_k=args.top_k, corpus_ids=corpus_ids, dataset_revision=args.revision)
+        report.run, dataset, args.split, model_name=system_name(args),
+        task_name=mteb_task_name(args), top_k=args.top_k, corpus_ids=corpus_ids,
+        dataset_revision=args.revision, model_revision=revision)
     path = write_task_result(task_result, meta, args.mteb_dir)
     score = main_scores(task_result)[args.split]
     report.info["mteb"] = {"task": task_result.task_name, "model": meta.name,
-                           "main_score": score, "file": str(path)}
+                           "revision": revision, "main_score": score, "file": str(path)}
     terminal.console.print(f"MTEB result ({task_result.task_name}, ndcg_at_10 {score:.5f}) "
                            f"written to {path}", highlight=False)

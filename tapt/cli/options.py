@@ -294,6 +294,18 @@ def add_decontaminate_arg(parser: argparse.ArgumentParser, trained: str = "train
                              "without a relevant passage, as data.decontaminate does")
 
 
+def one_name(text: str) -> str:
+    """A flag's value that names one file or folder (``--config``: a subfolder of the data
+    and part of result names): :func:`tapt.util.ids.path_component_problem`."""
+    from tapt.util.ids import path_component_problem
+
+    if (problem := path_component_problem(text)) is not None:
+        from tapt.util.redaction import redact
+
+        raise argparse.ArgumentTypeError(f"{redact(text)!r} {problem}")
+    return text
+
+
 def add_dev_carve_args(parser: argparse.ArgumentParser) -> None:
     """``--dev-from-train N --dev-carve --dev-seed``: a dev split carved from train as a
     recipe's ``data.dev_from_train`` / ``dev_carve`` / ``dev_seed`` carve it
@@ -317,7 +329,7 @@ def add_source_args(parser: argparse.ArgumentParser, *, split: str | None = "tes
     ``relevance`` is false) and ``--no-title``."""
     parser.add_argument("--data", required=True,
                         help="local BEIR folder, or a Hub dataset id such as vinven7/FormBench")
-    parser.add_argument("--config", default=None,
+    parser.add_argument("--config", type=one_name, default=None,
                         help="Hub config or subfolder: structured (C1), random (C0), sample")
     parser.add_argument("--revision", default=None, help="Hub dataset revision (tag/commit)")
     if split is not None:

@@ -179,6 +179,10 @@ def _run_retrieval(args: argparse.Namespace, make_retriever) -> int:
     if args.run:
         report.write_trec_run(args.run, tag=Path(retriever.name).name or "tapt")
         terminal.console.print(f"run written to {args.run}")
+    if getattr(args, "format", "tapt") == "mteb":  # last: whatever fails here, --output and --run are written
+        eval_extras.write_mteb(args, report, dataset, corpus_ids)
+        if args.output:  # and then they say where MTEB's file is
+            report.write_json(args.output)
     return 0
 
 

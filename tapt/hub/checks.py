@@ -38,7 +38,7 @@ from tapt.encoders.tokenizer_check import (
 from tapt.hub.errors import PushRefused
 from tapt.hub.secrets_scan import file_containing
 from tapt.util.finite import all_finite
-from tapt.util.redaction import SECRET_VARIABLES, TOKEN_SHAPES, known_secrets, redact
+from tapt.util.redaction import redact, secret_in
 
 # huggingface_hub and sentence-transformers are imported where a check needs them (the card,
 # check_loads): importing tapt.hub must import neither.
@@ -168,12 +168,8 @@ def secret_in_path(path: str, tokens: Sequence[str]) -> str | None:
     """What secret ``path`` holds, in words: the value of a secret variable or of one of
     ``tokens`` (the Hub tokens), or a token-shaped string (``hf_...``, ``sk-...``,
     ``pa-...``: someone's token); None when it holds none."""
-    for value, name in known_secrets(tokens).items():
-        if value in path:
-            return f"the value of {name}" if name in SECRET_VARIABLES else "a Hub token"
-    if TOKEN_SHAPES.search(path):
-        return "a token-shaped string (hf_..., sk-..., pa-...)"
-    return None
+    found = secret_in(path, tokens)
+    return "a Hub token" if found == "a token tapt holds" else found
 
 
 def read_modules(folder: Path) -> list[dict]:

@@ -25,7 +25,17 @@ def new_figure(width: float = 6.0, height: float = 4.0, ncols: int = 1):
 
 
 def save(figure, path: str | os.PathLike, dpi: int = 110) -> Path:
-    """Write ``figure`` as a PNG (parent folders created)."""
+    """Write ``figure`` as a PNG (parent folders created), every text on it (titles,
+    labels, legends, annotations) redacted first (:func:`tapt.util.redaction.redact`): a
+    picture is a file tapt writes, and its titles name models and data."""
+    from matplotlib.text import Text
+
+    from tapt.util.redaction import redact
+
+    for text in figure.findobj(Text):
+        shown = text.get_text()
+        if shown and (masked := redact(shown)) != shown:
+            text.set_text(masked)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.tight_layout()

@@ -83,3 +83,35 @@ def is_hub_id(text: str, *, namespace: bool = True) -> bool:
     ``namespace=False`` also takes a bare ``NAME`` (``./x``, ``/abs/x`` and ``x/y/z`` never
     are ids)."""
     return hub_id_problem(text, namespace=namespace) is None
+
+
+def path_component_problem(name: str) -> str | None:
+    """Why ``name`` cannot be one file or folder name that tapt writes, or None when it
+    can: not empty, not ``.`` or ``..``, no ``/`` or ``\\``, no control or format character
+    (:func:`id_problem`'s rule for those), no secret (:func:`tapt.util.redaction.secret_in`:
+    a name is shown in listings and copied with the folder)."""
+    from tapt.util.redaction import secret_in
+
+    if not name.strip():
+        return "is empty"
+    if name.strip() in (".", ".."):
+        return f"is {name.strip()!r}, a folder of its own"
+    if "/" in name or "\\" in name:
+        return "holds a path separator ('/' or '\\'): a name is one file or folder name"
+    for position, char in enumerate(name):
+        if unicodedata.category(char)[0] == "C":
+            return _describe(char, position).split(": ")[0]
+    if secret := secret_in(name):
+        return f"holds {secret}"
+    return None
+
+
+def path_component(name: str, what: str) -> str:
+    """``name`` when it can be one file or folder name (:func:`path_component_problem`),
+    else a ValueError naming ``what`` (the flag or key) and why, with secrets masked."""
+    from tapt.util.redaction import redact
+
+    if (problem := path_component_problem(name)) is not None:
+        raise ValueError(f"{what} {redact(name)!r} {problem}")
+    return name
+

@@ -33,9 +33,11 @@ from rich.text import Text
 SECRET_VARIABLES = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HUGGINGFACE_HUB_TOKEN",
                     "WANDB_API_KEY", "OPENAI_API_KEY", "VOYAGE_API_KEY", "COHERE_API_KEY",
                     "ANTHROPIC_API_KEY")
-TOKEN_SHAPES = re.compile(r"\b(?:hf_[A-Za-z0-9]{20,}|sk-[A-Za-z0-9_\-]{20,}|"
+TOKEN_SHAPES = re.compile(r"(?<![A-Za-z0-9])(?:hf_[A-Za-z0-9]{20,}|sk-[A-Za-z0-9_\-]{20,}|"
                           r"pa-[A-Za-z0-9_\-]{20,})")
-"""Hub (``hf_``), OpenAI (``sk-``) and Voyage (``pa-``) token shapes."""
+"""Hub (``hf_``), OpenAI (``sk-``) and Voyage (``pa-``) token shapes, wherever they start
+but inside a word of letters and digits (``_`` and ``-`` before one count as a boundary:
+``local__hf_...`` holds a token)."""
 MIN_SECRET_LENGTH = 8
 MASK = "***"
 
@@ -61,6 +63,17 @@ def _replace_secrets(text: str, secrets: dict[str, str]) -> tuple[str, list[str]
         if value in text:
             text, found = text.replace(value, MASK), [*found, name]
     return text, found
+
+
+def secret_in(text: str, extra: Iterable[str] = ()) -> str | None:
+    """What secret ``text`` holds, in words: the value of a secret variable or of one of
+    ``extra``, or a token-shaped string; None when it holds none."""
+    for value, name in known_secrets(extra).items():
+        if value in text:
+            return f"the value of {name}" if name in SECRET_VARIABLES else "a token tapt holds"
+    if TOKEN_SHAPES.search(text):
+        return "a token-shaped string (hf_..., sk-..., pa-...)"
+    return None
 
 
 def redact(text: str, extra: Iterable[str] = ()) -> str:

@@ -54,10 +54,12 @@ def test_format_mteb_writes_mteb_layout(tiny_bert_path, tiny_beir_path, tmp_path
 
     tapt = tapt_eval(tiny_bert_path, tiny_beir_path, tmp_path / "tapt.json", "--format", "mteb",
                      "--mteb-dir", str(tmp_path / "mteb"), "--mteb-task", "Synth")
-    folder = tmp_path / "mteb" / "results" / "local__tiny-bert" / "no_revision_available"
+    revision = tapt["evaluated"]["mteb"]["revision"]
+    assert revision.startswith("tapt-")
+    folder = tmp_path / "mteb" / "results" / "local__tiny-bert" / revision
     assert (folder / "model_meta.json").is_file()
     loaded = mteb.ResultCache(tmp_path / "mteb").load_task_result(
-        "Synth", "local/tiny-bert", "no_revision_available", raise_if_not_found=True)
+        "Synth", "local/tiny-bert", revision, raise_if_not_found=True)
     assert loaded.task_name == "Synth"
     scores = loaded.scores["test"][0]
     own = mteb_scores(tiny_bert_path, folder_task(tiny_beir_path, "test", name="Synth"))
@@ -76,3 +78,74 @@ def test_format_mteb_without_mteb_is_one_line(tiny_bert_path, synth_path, tmp_pa
     assert code == 2
     assert 'pip install "tapt[mteb]"' in shown and len(shown.strip().splitlines()) == 1
     assert not (tmp_path / "m").exists()
+
+
+def test_different_evaluations_never_share_an_mteb_file(tiny_bert_path, tiny_beir_path,
+                                                        tmp_path):
+    """Another split, another sub-corpus, or another model folder of the same name (every
+    export is called final/) is another revision folder; the same evaluation again is the
+    same file."""
+    import shutil
+
+    other = tmp_path / "b" / "tiny-bert"
+    shutil.copytree(tiny_bert_path, other)
+    mteb_dir = ["--format", "mteb", "--mteb-dir", str(tmp_path / "mteb"), "--mteb-task", "T"]
+    files = []
+    for model, extra in ((tiny_bert_path, ()), (tiny_bert_path, ("--distractors", "3")),
+                         (other, ()), (tiny_bert_path, ())):
+        out = tmp_path / f"r{len(files)}.json"
+        result = tapt_eval(model, tiny_beir_path, out, *mteb_dir, *extra)
+        files.append(result["evaluated"]["mteb"]["file"])
+    assert len(set(files[:3])) == 3 and files[3] == files[0]
+    assert main(["eval", "--model", str(tiny_bert_path), "--data", str(tiny_beir_path),
+                 "--split", "dev", "--quiet", *mteb_dir, "--output",
+                 str(tmp_path / "dev.json")]) == 0
+    dev = json.loads((tmp_path / "dev.json").read_text())["evaluated"]["mteb"]["file"]
+    assert dev not in files
+
+
+@pytest.mark.parametrize("task", ["../../victim/config", "a/b", ".", "..", "a\\b", "t\x00",
+                                  "hf_" + "A1b2C3d4E5" * 3])
+def test_an_mteb_task_name_is_one_file_name(tiny_bert_path, tiny_beir_path, tmp_path, task,
+                                            capsys):
+    """Refused at parsing, before anything loads; a token given as the name is not
+    echoed."""
+    victim = tmp_path / "victim" / "config.json"
+    victim.parent.mkdir()
+    victim.write_text("{}")
+    with pytest.raises(SystemExit) as exited:
+        main(["eval", "--model", str(tiny_bert_path), "--data", str(tiny_beir_path),
+              "--format", "mteb", "--mteb-dir", str(tmp_path / "m" / "n"), "--mteb-task", task,
+              "--output", str(tmp_path / "out.json"), "--quiet"])
+    assert exited.value.code == 2
+    shown = capsys.readouterr().err
+    assert "--mteb-task" in shown and "A1b2C3d4E5" not in shown
+    assert victim.read_text() == "{}" and not (tmp_path / "m").exists()
+    assert not (tmp_path / "out.json").exists()
+
+
+@pytest.mark.parametrize("case", ["top-k", "token folder", "file in the way"])
+def test_mteb_problems_stop_before_the_evaluation(tiny_bert_path, tiny_beir_path, tmp_path,
+                                                  case, capsys):
+    """What would fail after an hour of encoding fails first, with one message: a ranking
+    too short for ndcg_at_10, a model folder whose name holds a token (it would name MTEB's
+    folder), a file where MTEB's layout needs a folder."""
+    import shutil
+
+    model, mteb_dir, extra = tiny_bert_path, tmp_path / "m", []
+    if case == "top-k":
+        extra = ["--top-k", "5"]
+    elif case == "token folder":
+        model = tmp_path / ("hf_" + "Z9y8X7w6V5" * 3)
+        shutil.copytree(tiny_bert_path, model)
+    else:
+        mteb_dir.mkdir()
+        (mteb_dir / "results").write_text("not a folder")
+    code = main(["eval", "--model", str(model), "--data", str(tiny_beir_path), "--format",
+                 "mteb", "--mteb-dir", str(mteb_dir), "--mteb-task", "T", "--output",
+                 str(tmp_path / "out.json"), "--quiet", *extra])
+    shown = capsys.readouterr().out
+    assert code == 2 and not (tmp_path / "out.json").exists()
+    assert {"top-k": "--top-k 5", "token folder": "token-shaped",
+            "file in the way": "is a file"}[case] in shown
+    assert "Z9y8X7w6V5" not in shown
