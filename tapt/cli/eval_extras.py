@@ -113,7 +113,8 @@ def read_query_sets(args: argparse.Namespace, dataset) -> dict[str, dict[str, st
     from tapt.data.query_sets import read_query_sets as read_files
 
     files = parse_query_set_specs(args.queries)
-    return read_files(files, dataset.split(args.split), dataset.split_file(args.split))
+    return read_files(files, dataset.split(args.split), dataset.split_file(args.split),
+                      dataset.rule)
 
 
 def evaluate(args: argparse.Namespace, retriever, dataset, corpus_ids, info, query_sets):

@@ -16,10 +16,17 @@ from pathlib import Path
 from tapt.data.beir import DataError, Qrels, _require_file, parse_queries
 from tapt.data.lines import iter_jsonl
 
+MIN_SCORED_QUERIES = 2
+"""A query set is compared with the split's own queries by a paired test: two or more."""
 
-def read_query_set(path: str | os.PathLike, qrels: Qrels, split_file: str) -> dict[str, str]:
+
+def read_query_set(path: str | os.PathLike, qrels: Qrels, split_file: str,
+                   rule=None) -> dict[str, str]:
     """``{query id: text}`` of a query file, validated as ``queries.jsonl`` and against the
-    judged ids of ``qrels`` (``split_file`` names that split's qrels file in the error)."""
+    judged ids of ``qrels`` (``split_file`` names that split's qrels file in the error);
+    with the relevance ``rule``, at least :data:`MIN_SCORED_QUERIES` of its queries must
+    have a relevant passage (a query without one scores nothing: under ``--lenient`` a set
+    can hold only such queries), checked here, before any encoding."""
     path = Path(path)
     _require_file(path)
     records = list(iter_jsonl(path))
@@ -30,6 +37,14 @@ def read_query_set(path: str | os.PathLike, qrels: Qrels, split_file: str) -> di
             raise DataError(path, f"query id '{query_id}' is not judged in {split_file}; a "
                                   "query set holds rewrites of the split's own queries (the "
                                   "same ids)", line, "_id")
+    if rule is not None:
+        scored = [query_id for query_id in queries
+                  if any(rule.is_relevant(grade) for grade in qrels[query_id].values())]
+        if len(scored) < MIN_SCORED_QUERIES:
+            raise DataError(path, f"{len(queries)} quer{'y' if len(queries) == 1 else 'ies'}, "
+                                  f"{len(scored)} with a relevant passage in {split_file}: "
+                                  "the paired test against the split's own queries needs "
+                                  f"at least {MIN_SCORED_QUERIES}")
     return queries
 
 
@@ -53,7 +68,8 @@ def parse_query_set_specs(specs: list[str], reserved: str = "original"
     return sets
 
 
-def read_query_sets(files: Mapping[str, Path], qrels: Qrels,
-                    split_file: str) -> dict[str, dict[str, str]]:
+def read_query_sets(files: Mapping[str, Path], qrels: Qrels, split_file: str,
+                    rule=None) -> dict[str, dict[str, str]]:
     """Every query file of ``files`` through :func:`read_query_set`, in order."""
-    return {name: read_query_set(path, qrels, split_file) for name, path in files.items()}
+    return {name: read_query_set(path, qrels, split_file, rule)
+            for name, path in files.items()}

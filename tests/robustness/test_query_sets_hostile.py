@@ -62,6 +62,22 @@ def test_query_set_ids_must_be_judged_in_the_split(hostile, record, line, tmp_pa
              must_not_exist=[output]).assert_refused(path, line, "_id")
 
 
+def test_a_query_set_too_small_for_its_paired_test_is_refused_before_encoding(
+        tmp_path, reliability_case, quiet_cli, capsys):
+    """One query (or queries without a relevant passage, as --lenient data can hold) cannot
+    be compared with the split's own by a paired test: refused naming the file, before
+    the evaluation (it used to fail after it)."""
+    folder = write_dataset(tmp_path / "data")
+    path = tmp_path / "one.jsonl"
+    path.write_bytes(b"\n".join(jsonl_lines(TEST_QUERIES[:1])) + b"\n")
+    case = reliability_case("query set (--queries)", "a set of one query")
+    output = tmp_path / "out" / "result.json"
+    case.cli(["bm25", "--data", str(folder), "--queries", f"v2={path}",
+              "--output", str(output)], capsys, watch=[tmp_path],
+             must_not_exist=[output]).assert_refused(
+        path, contains="1 with a relevant passage")
+
+
 RANKING_CASES = {
     "no ranking section (written without --save-run)": None,
     "ranking is a list": [],
