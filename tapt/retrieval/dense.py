@@ -25,7 +25,13 @@ from tapt.data.arrow_corpus import subset_texts
 from tapt.encoders.base import EncodedBatch, Encoder, TextKind
 from tapt.retrieval.embedding_cache import EmbeddingCache
 from tapt.retrieval.metrics import Run
-from tapt.retrieval.quantized_search import QuantizedIndex, check_precision
+from tapt.retrieval.quantized_search import (
+    CALIBRATION_SEED,
+    DEFAULT_CALIBRATION_ROWS,
+    QuantizedIndex,
+    calibration_first,
+    check_precision,
+)
 from tapt.retrieval.search import ExactIndex, choose_backend, make_index
 from tapt.retrieval.sharding import all_reduce_sum, gather_rows, share, world
 from tapt.util.bounds import POSITIVE_INT
@@ -264,6 +270,8 @@ class DenseRetriever:
             raise ValueError("rescoring needs a quantised embedding precision (int8, uint8, "
                              "binary, ubinary)")
         self.rescore_multiplier = rescore_multiplier
+        self.calibration_rows = DEFAULT_CALIBRATION_ROWS
+        """int8 / uint8: the passage rows the index's ranges come from."""
 
     @property
     def name(self) -> str:
@@ -276,7 +284,48 @@ class DenseRetriever:
                               backend=self.search_backend, use_gpu=self.use_gpu,
                               storage_dtype=self.search_storage)
         return QuantizedIndex(dim, self.embedding_precision, normalize=self.encoder.normalize,
-                              rescore_multiplier=self.rescore_multiplier)
+                              rescore_multiplier=self.rescore_multiplier,
+                              calibration_rows=self.calibration_rows)
+
+    def stream_order(self, index, passages: int) -> np.ndarray | None:
+        """The order to stream the corpus in: an int8 / uint8 index larger than its
+        calibration takes a seeded sample first (:func:`calibration_first`, recorded on the
+        index); None: corpus order."""
+        if not isinstance(index, QuantizedIndex) or index.binary:
+            return None
+        if passages <= index.calibration_rows:
+            index.calibration = {"sample": "all", "passages": passages}
+            return None
+        index.calibration = {"sample": "seeded", "seed": CALIBRATION_SEED,
+                             "rows": index.calibration_rows, "passages": passages}
+        return calibration_first(passages, index.calibration_rows)
+
+    def corpus_rows(self, index, corpus_texts: Sequence[str], tally: EncodingTally
+                    ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """``(corpus positions, embeddings)`` of every passage (:func:`passage_stream`,
+        through the cache). An int8 / uint8 index larger than its calibration gets its
+        seeded calibration sample in a pass of its own first (:meth:`stream_order`), so its
+        ranges never depend on which passages the cache held (hits come first in a pass).
+        ``tally`` sums the passes, its positions in corpus order."""
+        streamed = self.stream_order(index, len(corpus_texts))
+        if streamed is None:
+            for batch in passage_stream(self.encoder, corpus_texts, self.batch_size, tally,
+                                        self.open_cache()):
+                yield batch.positions, batch.embeddings
+            return
+        cut = index.calibration_rows
+        for part in (streamed[:cut], streamed[cut:]):
+            own = EncodingTally()
+            for batch in passage_stream(self.encoder, subset_texts(corpus_texts, part),
+                                        self.batch_size, own, self.open_cache()):
+                yield part[batch.positions], batch.embeddings
+            tally.texts += own.texts
+            tally.from_cache += own.from_cache
+            tally.nonfinite += own.nonfinite
+            tally.tokens = None if tally.tokens is None or own.tokens is None \
+                else tally.tokens + own.tokens
+            tally.nonfinite_positions += part[np.asarray(own.nonfinite_positions,
+                                                         dtype=np.int64)].tolist()
 
     def retrieve(self, corpus_ids: Sequence[str], corpus_texts: Sequence[str],
                  query_ids: Sequence[str], query_texts: Sequence[str], *,
@@ -300,11 +349,10 @@ class DenseRetriever:
         start = time.perf_counter()
         bar = tqdm(total=len(corpus_texts), desc="encode corpus", unit="passage",
                    disable=None if self.progress and main else True)  # None: off unless a tty
-        for batch in passage_stream(encoder, corpus_texts, self.batch_size, passages,
-                                    self.open_cache()):
-            index.add(batch.embeddings)
-            order.append(batch.positions)
-            bar.update(len(batch.positions))
+        for positions, embeddings in self.corpus_rows(index, corpus_texts, passages):
+            index.add(embeddings)
+            order.append(positions)
+            bar.update(len(positions))
         bar.close()
         corpus_seconds = time.perf_counter() - start
         check_finite(passages, encoder.name, "passages", corpus_ids)

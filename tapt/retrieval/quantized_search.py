@@ -17,7 +17,10 @@ index that stores them at their own width:
   The scalar ranges (minimum and maximum per dimension) come from calibration embeddings
   as sentence-transformers documents: the first ``calibration_rows`` passage rows added
   (all of them for a corpus up to that size); later rows are quantised with those ranges
-  (values outside are clipped).
+  (values outside are clipped). A larger corpus is streamed with a seeded sample of
+  ``calibration_rows`` passages first (:func:`calibration_first`), so the ranges do not
+  depend on which passages an embedding cache happened to hold; the index records the
+  sample (``calibration``).
 
 With ``rescore_multiplier`` M the quantised search keeps ``top_k x M`` candidates per query,
 which are rescored by the float32 query against their quantised rows (uint8 / int8
@@ -43,11 +46,24 @@ PRECISIONS: tuple[str, ...] = ("float32", "int8", "uint8", "binary", "ubinary")
 QUANTIZED = PRECISIONS[1:]
 DEFAULT_CALIBRATION_ROWS = 65536
 """Passage rows the int8 / uint8 ranges are computed from (256 MiB at 1,024 float32 dims)."""
+CALIBRATION_SEED = 0
+"""Seed of the calibration sample of a corpus larger than ``calibration_rows``."""
 RESCORE_QUERY_BATCH = 64
 """Queries rescored at once, at most (see :data:`RESCORE_BYTES`)."""
 RESCORE_BYTES = 256 << 20
 """The ``batch x candidates x dim`` float32 array of a rescoring batch stays under this:
 deep rescoring (``top_k x multiplier`` candidates) takes fewer queries at once."""
+
+
+def calibration_first(passages: int, rows: int, seed: int = CALIBRATION_SEED) -> np.ndarray:
+    """An order of ``passages`` positions with a seeded sample of ``rows`` of them first
+    (sorted), then the rest in order: streamed so, the first ``rows`` rows an index
+    calibrates on are the same whatever order the rows would otherwise come in."""
+    if passages <= rows:
+        return np.arange(passages, dtype=np.int64)
+    sample = np.sort(np.random.default_rng(seed).choice(passages, rows, replace=False))
+    rest = np.setdiff1d(np.arange(passages, dtype=np.int64), sample, assume_unique=True)
+    return np.concatenate([sample, rest]).astype(np.int64)
 
 
 def rescore_batch(depth: int, dim: int) -> int:
@@ -113,6 +129,8 @@ class QuantizedIndex:
             self.index = faiss.IndexScalarQuantizer(dim, kind, faiss.METRIC_INNER_PRODUCT)
         self.ranges: np.ndarray | None = None
         self.calibrated_on = 0
+        self.calibration: dict | None = None
+        """How the calibration rows were chosen (set by the caller that streams them)."""
         self._pending: list[np.ndarray] = []  # float rows waiting for the calibration
         self._pending_rows = 0
 
@@ -131,7 +149,9 @@ class QuantizedIndex:
         return {"embedding_precision": self.precision, "index_bytes": self.nbytes,
                 "index_rows": int(self.index.ntotal), "dim": self.dim,
                 "rescore_multiplier": self.rescore_multiplier,
-                "calibration_rows": None if self.binary else self.calibrated_on}
+                "calibration_rows": None if self.binary else self.calibrated_on,
+                **({"calibration": self.calibration}
+                   if self.calibration and not self.binary else {})}
 
     def _prepare(self, vectors: np.ndarray) -> np.ndarray:
         vectors = np.ascontiguousarray(vectors, dtype=np.float32)

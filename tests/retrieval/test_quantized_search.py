@@ -188,3 +188,41 @@ def test_deep_rescoring_takes_fewer_queries_at_once(monkeypatch):
     assert quantized.rescore_batch(20, 64) == 3
     small = index.search(queries, 5)
     assert np.array_equal(whole[1], small[1]) and np.allclose(whole[0], small[0])
+
+
+def test_int8_rankings_do_not_depend_on_what_the_cache_holds(tiny_bert_path, tiny_beir_path,
+                                                             tmp_path):
+    """Above the calibration size the ranges come from a seeded sample streamed first:
+    a cold run, a run whose cache holds some passages (they used to arrive first and
+    calibrate) and a warm run rank alike, and the sample is recorded."""
+    from tapt.data.beir import load_beir_folder
+    from tapt.encoders.factory import open_encoder
+    from tapt.retrieval.dense import DenseRetriever
+    from tapt.retrieval.quantized_search import calibration_first
+
+    dataset = load_beir_folder(tiny_beir_path, ["test"])
+    ids = list(dataset.corpus)
+    texts = [dataset.corpus[d].as_text(True) for d in ids]
+    queries = list(dataset.split("test"))
+    query_texts = [dataset.queries[q] for q in queries]
+    encoder = open_encoder(str(tiny_bert_path))
+
+    def run(cache_dir, corpus_ids=ids, corpus_texts=texts):
+        retriever = DenseRetriever(encoder, top_k=5, progress=False, cache_dir=cache_dir,
+                                   embedding_precision="int8")
+        retriever.calibration_rows = 4
+        return retriever.retrieve(corpus_ids, corpus_texts, queries, query_texts)
+
+    cold = run(None)
+    cache = str(tmp_path / "cache")
+    tail = slice(len(ids) // 2, None)
+    run(cache, ids[tail], texts[tail])  # the cache holds the second half
+    partly = run(cache)
+    warm = run(cache)
+    for other in (partly, warm):
+        assert other.run == cold.run  # integer scores of the int8 codes: exactly
+    assert cold.index["calibration"] == {"sample": "seeded", "seed": 0, "rows": 4,
+                                         "passages": len(ids)}
+    order = calibration_first(len(ids), 4)
+    assert sorted(order.tolist()) == list(range(len(ids)))
+    assert order[:4].tolist() == sorted(order[:4].tolist())
