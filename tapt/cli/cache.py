@@ -76,8 +76,10 @@ def _table(title: str, entries, corpora: bool = False):
             name = entry.path.name[:12]
             what = f"{entry.key.get('kind', '?')}, max length " \
                    f"{entry.key.get('max_length', '?')}, {entry.key.get('dtype', '?')}"
-        table.add_row(name, what, f"{entry.rows:,}", f"{entry.bytes / 1e9:.2f} GB",
-                      _when(entry.last_used))
+        size = f"{entry.bytes / 1e9:.2f} GB"
+        if getattr(entry, "unfinished_bytes", 0):
+            size += f" ({entry.unfinished_bytes / 1e9:.2f} GB unfinished writes)"
+        table.add_row(name, what, f"{entry.rows:,}", size, _when(entry.last_used))
     return table
 
 

@@ -83,7 +83,12 @@ def cmd_cases(args: argparse.Namespace) -> int:
     if args.output is None:
         terminal.console.print(markdown, markup=False, highlight=False, soft_wrap=True)
     else:
+        from tapt.util.digests import file_record, remove_sidecar, write_sidecar
+
+        remove_sidecar(args.output)  # an older record never describes the new file
         atomic_write_text(args.output, markdown)
+        write_sidecar(args.output, kind="tapt cases",  # what it was made from, checkably
+                      results={system.name: file_record(system.source) for system in systems})
         terminal.console.print(f"{len(cases)} case(s) written to {args.output}")
     return 0
 

@@ -207,7 +207,8 @@ class EmbeddingCache:
         for leftover in self.folder.glob("shard-*"):
             stem = leftover.name.split(".")[0]
             # no manifest: a write that did not finish (or one another process is making)
-            if stem not in manifests and _age_s(leftover) > ORPHAN_AGE_S:
+            if stem not in manifests and (not writer_alive(stem)
+                                          or _age_s(leftover) > ORPHAN_AGE_S):
                 _unlink(leftover)
         for stem in sorted(manifests):
             shard = self._open(stem)
@@ -369,6 +370,25 @@ class EmbeddingCache:
         return shard
 
 
+def writer_alive(stem: str) -> bool:
+    """Whether the process that writes shard ``stem`` (``shard-<ns>-<pid>``) may still be
+    writing it: its pid runs on this host (True when the pid cannot be told: then only
+    :data:`ORPHAN_AGE_S` removes the files). An interrupted encode's files go at once."""
+    try:
+        pid = int(stem.rsplit("-", 1)[1])
+    except (IndexError, ValueError):
+        return True
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's process: alive
+        return True
+    return True
+
+
 def _size_differs(path: Path, record: object) -> bool:
     """True when ``path``'s size differs from ``record``'s (cheap: no read)."""
     try:
@@ -432,15 +452,21 @@ def list_entries(root: str | os.PathLike) -> list[CacheEntry]:
             used = key_file.stat().st_mtime  # touched at every use
         except OSError:
             continue  # deleted meanwhile
-        rows, size = 0, 0
+        rows, size, unfinished = 0, 0, 0
+        manifests = {p.name[:-len(".json")] for p in folder.glob("shard-*.json")}
         for path in folder.iterdir():
             try:  # a process writing the key renames and deletes files meanwhile
-                size += path.stat().st_size
+                bytes_ = path.stat().st_size
+                size += bytes_
+                if path.name.startswith("shard-") and \
+                        path.name.split(".")[0] not in manifests:
+                    unfinished += bytes_
                 if path.name.endswith(".json") and path.name.startswith("shard-"):
                     rows += int(json.loads(path.read_text())["rows"])
             except (OSError, ValueError, KeyError, TypeError, json.JSONDecodeError):
                 pass
-        entries.append(CacheEntry(folder, key, rows, size, used, lock=folder / IN_USE_LOCK))
+        entries.append(CacheEntry(folder, key, rows, size, used, lock=folder / IN_USE_LOCK,
+                                  unfinished_bytes=unfinished))
     return sorted(entries, key=lambda e: -e.last_used)
 
 

@@ -103,6 +103,9 @@ class CacheEntry:
     last_used: float
     lock: Path | None = None
     also: tuple[Path, ...] = ()
+    unfinished_bytes: int = 0
+    """Of ``bytes``, those of writes that did not finish (shard files without a manifest:
+    an interrupted encode, or one another process is making now)."""
 
     @property
     def folder(self) -> Path:

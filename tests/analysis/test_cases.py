@@ -50,6 +50,12 @@ def test_cases_ranks_equal_the_result_files(results, synth_path, tmp_path):
     assert main(["cases", f"tiny={results / 'tiny.json'}", f"bm25={results / 'bm25.json'}",
                  "--data", str(synth_path), "--top", "1000", "--output", str(output)]) == 0
     markdown = output.read_text()
+    # the file carries its digest record: its own digest and the result files' it shows
+    from tapt.util.digests import file_record, read_sidecar
+
+    record = read_sidecar(output)
+    assert record["sha256"] == file_record(output)["sha256"]
+    assert record["results"]["bm25"] == file_record(results / "bm25.json")
     shown = shown_ranks(markdown)
     files = {name: json.loads((results / f"{name}.json").read_text())
              for name in ("tiny", "bm25")}

@@ -319,3 +319,26 @@ def test_a_cache_reopened_after_prune_renamed_its_folder_uses_a_fresh_one(tmp_pa
         assert not entry.delete()  # in use now
     finally:
         lock.release()
+
+
+def test_an_interrupted_writes_files_are_listed_then_cleaned_at_once(tmp_path):
+    """A ``.partial`` left by a process that no longer runs (an interrupted encode) is
+    counted by ``tapt cache``'s listing and removed the next time the key opens; one of a
+    live writer (this process) stays for it to finish."""
+    import subprocess
+    import sys
+
+    cache = EmbeddingCache(tmp_path, {"model": "m"})
+    cache.put(["a"], _rows(1))
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    left = cache.folder / f"shard-{time.time_ns():020d}-{dead}.rows.npy.partial"
+    left.write_bytes(b"x" * 1000)
+    live = cache.folder / f"shard-{time.time_ns():020d}-{os.getpid()}.rows.npy.partial"
+    live.write_bytes(b"y" * 10)
+    (entry,) = list_entries(tmp_path)
+    assert entry.unfinished_bytes == 1010
+    EmbeddingCache(tmp_path, {"model": "m"})
+    assert not left.exists() and live.exists()
+    (entry,) = list_entries(tmp_path)
+    assert entry.unfinished_bytes == 10
