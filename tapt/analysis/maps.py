@@ -121,7 +121,8 @@ def embedding_maps(encoders: Mapping[str, object], dataset: BeirDataset,
     chosen = choose_method(method)
     ids = map_passages(labels, list(dataset.corpus), sample=sample, seed=seed)
     if len(ids) < 3:
-        raise ValueError(f"{len(ids)} passage(s) of the corpus have label '{field}'; a map "
+        labelled = sum(1 for doc_id in dataset.corpus if doc_id in labels)
+        raise ValueError(f"{labelled} passage(s) of the corpus have label '{field}'; a map "
                          "needs at least 3")
     result = MapResult(field=field, method=chosen, seed=seed, ids=ids,
                        labels=[labels[doc_id] for doc_id in ids])

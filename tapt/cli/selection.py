@@ -161,9 +161,14 @@ def cmd_merge(args: argparse.Namespace) -> int:
                       guard=_guard_set(args))
     elif args.pick_on_dev:
         from tapt.data.beir import strictness
-        from tapt.data.sources import load_data
+        from tapt.data.sources import has_split, load_data
         from tapt.data.subcorpus import subcorpus_ids
 
+        if not has_split(args.pick_on_dev, args.config, "dev", revision=args.revision):
+            raise MergeError(f"--pick-on-dev {args.pick_on_dev}: the data has no dev split "
+                             "(qrels/dev.tsv) to pick the weight on; give a finished run "
+                             "folder instead (its recipe's dev set, e.g. carved from train "
+                             "by data.dev_from_train), or data with a dev split")
         dataset = load_data(args.pick_on_dev, args.config, ["dev"], revision=args.revision,
                             relevant_from=args.relevant_from, **strictness(args.lenient))
         dev = DevSettings(dataset, grid=grid, metric=args.metric,

@@ -271,9 +271,9 @@ RESCORE = Bound("in [1, 100] (a whole number)", integer=True, low=1, high=100,
                     "sentence-transformers' usual multiplier is 4")
 CALIBRATION = Bound("in [1, 100000] (a whole number)", integer=True, low=1, high=100_000,
                     why="calibration passages, all held in memory and run through the model")
-MAP_SAMPLE = Bound("in [1, 100000] (a whole number)", integer=True, low=1, high=100_000,
+MAP_SAMPLE = Bound("in [3, 100000] (a whole number)", integer=True, low=3, high=100_000,
                    why="passages embedded and projected at once: t-SNE and UMAP build a "
-                       "neighbour graph over all of them")
+                       "neighbour graph over all of them, of at least 3 points")
 CASES_SHOWN = Bound("in [1, 100000] (a whole number)", integer=True, low=1, high=100_000,
                     why="queries, passages or characters shown in one Markdown report")
 

@@ -86,3 +86,24 @@ def test_unknown_label_field_is_refused_before_embedding(tiny_bert_path, synth_p
                  "--output", str(tmp_path / "m.json"), "--quiet"]) == 2
     assert "no passage has label field(s) no-such-field" in capsys.readouterr().out
     assert not (tmp_path / "m.json").exists()
+
+
+@pytest.mark.parametrize("sample", ["1", "2"])
+def test_a_sample_too_small_for_a_map_is_refused_at_parsing(sample, tiny_bert_path, synth_path,
+                                                            tmp_path, capsys):
+    """--sample 1 used to fail after loading, saying the corpus held 1 labelled passage."""
+    with pytest.raises(SystemExit) as exited:
+        main(["analyze", "map", "--model", str(tiny_bert_path), "--data", str(synth_path),
+              "--color-by", "domain", "--sample", sample, "--output", str(tmp_path / "m.json")])
+    assert exited.value.code == 2 and "in [3, 100000]" in capsys.readouterr().err
+
+
+def test_too_few_labelled_passages_are_counted_in_the_corpus():
+    from tapt.analysis.maps import embedding_maps
+    from tapt.data.beir import BeirDataset, Passage
+    from tapt.data.relevance import BEIR
+
+    corpus = {f"p{i}": Passage(text=f"t {i}", title="") for i in range(10)}
+    dataset = BeirDataset(corpus=corpus, queries={}, qrels={}, rule=BEIR)
+    with pytest.raises(ValueError, match="^2 passage"):
+        embedding_maps({}, dataset, {"p1": "a", "p2": "b"}, field="f", method="tsne")

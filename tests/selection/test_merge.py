@@ -300,3 +300,15 @@ def test_models_that_encode_differently_are_refused(tmp_path, tiny_bert_path, wh
     with pytest.raises(MergeError, match=re.escape(f"their {word} differ")):
         merge([tiny_bert_path, other], tmp_path / "out")
     assert not (tmp_path / "out").exists()
+
+
+def test_pick_on_dev_of_data_without_a_dev_split_says_what_to_give(tmp_path, tiny_bert_path,
+                                                                   tiny_beir_path, capsys):
+    folder = tmp_path / "no-dev"
+    shutil.copytree(tiny_beir_path, folder)
+    (folder / "qrels" / "dev.tsv").unlink()
+    assert main(["merge", str(tiny_bert_path), str(tiny_bert_path), "--output",
+                 str(tmp_path / "out"), "--pick-on-dev", str(folder)]) == 2
+    shown = capsys.readouterr().out
+    assert "has no dev split" in shown and "run folder" in shown
+    assert not (tmp_path / "out").exists()
