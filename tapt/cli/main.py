@@ -24,6 +24,7 @@ from tapt.cli import (
     terminal,
     training,
 )
+from tapt.cli.distributed import close_process_group
 from tapt.cli.options import CommandParser, check_cache_folders
 from tapt.data.beir import DataError
 
@@ -107,6 +108,8 @@ def main(argv: list[str] | None = None) -> int:
         line = err.message(command) if hasattr(err, "message") else "interrupted"
         console.print(escape(redact(line)), highlight=False, soft_wrap=True)
         return 130
+    finally:
+        close_process_group()  # under torchrun: before exit, not in static destructors
 
 
 if __name__ == "__main__":
