@@ -151,7 +151,9 @@ ARMS: dict[str, Arm] = {
     # passages it beats every fine-tuned dense model, so it is a teacher worth copying
     "distill-fused": Arm(mined_by="base", mined_as="mined-perc95", teacher_fused=0.5,
                          overrides=["loss.name=distill_kl", "loss.grade_weight=0.5",
-                                    "loss.grade_targets={1: 1.0, 0: 0.0}"]),
+                                    "loss.grade_targets={1: 1.0, 0: 0.0}",
+                                    # a claim the 95 % filter left no negative has no row
+                                    "data.missing_hard_negative=drop"]),
     "best": Arm(),
     "soup-uniform-best": Arm("soup-uniform", from_arms=["best"]),
     "soup-greedy-best": Arm("soup-greedy", from_arms=["best"]),
