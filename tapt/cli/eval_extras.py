@@ -12,10 +12,12 @@ writes MTEB's files.
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
 from pathlib import Path
 
 from tapt.cli import terminal
-from tapt.cli.options import check_folder, one_name, top_k
+from tapt.cli.options import check_folder, top_k
 
 RANKING_SECTION = "ranking"
 """The result file's section holding ``--save-run``'s top passages per query."""
@@ -38,14 +40,9 @@ def add_extra_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--mteb-dir", type=Path, default=Path("mteb-results"),
                        help="--format mteb: the folder of MTEB's layout "
                             "(results/MODEL/REVISION/TASK.json)")
-    group.add_argument("--mteb-task", type=mteb_task, default=None, metavar="NAME",
+    group.add_argument("--mteb-task", default=None, metavar="NAME",
                        help="--format mteb: the task name, one file name (default: the data "
                             "folder's name, with --config)")
-
-
-def mteb_task(text: str) -> str:
-    """``--mteb-task``: one file name (:func:`tapt.cli.options.one_name`)."""
-    return one_name(text)
 
 
 MTEB_MIN_TOP_K = 10
@@ -65,8 +62,8 @@ def check_mteb_args(args: argparse.Namespace) -> None:
     if args.top_k < MTEB_MIN_TOP_K:
         raise ValueError(f"--format mteb: --top-k {args.top_k} ranks fewer passages than "
                          f"MTEB's main score ndcg_at_10 needs (at least {MTEB_MIN_TOP_K})")
-    path_component(mteb_task_name(args), "--format mteb: the task name (--mteb-task, or "
-                                         "the data folder's name with --config)")
+    path_component(mteb_task_name(args), "--mteb-task" if args.mteb_task else
+                   "--format mteb: the task name (the data folder's name with --config)")
     for part in mteb_model_name(system_name(args)).split("/"):
         path_component(part, "--format mteb: the model name's part")
     folder = Path(args.mteb_dir) / "results"
@@ -195,9 +192,6 @@ def evaluation_revision(args: argparse.Namespace, report) -> str:
     evaluated (the model, resolved when a folder, and the report's ``evaluated`` block:
     data, split, sub-corpus, precision, fusion, top-k, ...), so that two different
     evaluations never share a result file (an export called ``final/`` is one of many)."""
-    import hashlib
-    import json
-
     model = system_name(args)
     identity = str(Path(model).resolve()) if Path(model).exists() else model
     settings = {key: value for key, value in report.info.items()

@@ -24,6 +24,7 @@ from tapt.data.beir import SPLITS
 from tapt.encoders.precision import DTYPE_NAMES
 from tapt.util import bounds
 from tapt.util.families import registered_families
+from tapt.util.ids import path_component
 
 
 def number_type(bound: bounds.Bound, name: str, *, none: str | None = None) -> Callable:
@@ -82,8 +83,7 @@ cases_shown = number_type(bounds.CASES_SHOWN, "cases_shown")
 
 
 def relevant_from(text: str) -> int | str:
-    """``--relevant-from``: ``auto`` or a grade in [1, 1000] (see
-    :func:`tapt.data.relevance.parse_relevant_from`)."""
+    """``--relevant-from``: ``auto`` or a grade in [1, 1000] (``parse_relevant_from``)."""
     from tapt.data.relevance import parse_relevant_from
 
     try:
@@ -96,8 +96,7 @@ relevant_from.bound = bounds.GRADE  # type: ignore[attr-defined]  (or auto)
 
 
 def dev_carve_size(text: str) -> int | float:
-    """``--dev-from-train``: a number of queries (a whole number) or a fraction in (0, 1),
-    as ``data.dev_from_train``."""
+    """``--dev-from-train``: a number of queries or a fraction in (0, 1), as the recipe's."""
     bound = bounds.DEV_CARVE
     if bounds.is_one_point_zero(text):
         raise argparse.ArgumentTypeError(f"{text!r}: {bounds.ONE_POINT_ZERO}")
@@ -174,12 +173,13 @@ CACHE_FLAGS = (("--corpus-cache", "corpus_cache"), ("--cache-dir", "cache_dir"))
 
 
 def check_cache_folders(args: argparse.Namespace) -> None:
-    """Before any command runs (``tapt.cli.main``): a cache folder given on the command line
-    must be a folder or one that can be created; a file there (or above it) is an error
-    naming the flag, not ``[Errno 17]`` once the data is loaded. A folder that cannot be
-    written passes: a read-only shared cache is read as it is."""
+    """Before any command runs (``tapt.cli.main``): ``--config`` is one folder name; a cache
+    folder must be a folder or one that can be created (a file there is an error naming the
+    flag; a read-only shared cache is read as it is)."""
     from tapt.util.files import check_writable
 
+    if getattr(args, "config", None) is not None:  # a subfolder of the data: one name
+        path_component(args.config, "--config")
     for flag, dest in CACHE_FLAGS:
         folder = getattr(args, dest, None)
         if folder is None:
@@ -294,30 +294,14 @@ def add_decontaminate_arg(parser: argparse.ArgumentParser, trained: str = "train
                              "without a relevant passage, as data.decontaminate does")
 
 
-def one_name(text: str) -> str:
-    """A flag's value that names one file or folder (``--config``: a subfolder of the data
-    and part of result names): :func:`tapt.util.ids.path_component_problem`."""
-    from tapt.util.ids import path_component_problem
-
-    if (problem := path_component_problem(text)) is not None:
-        from tapt.util.redaction import redact
-
-        raise argparse.ArgumentTypeError(f"{redact(text)!r} {problem}")
-    return text
-
-
 def add_dev_carve_args(parser: argparse.ArgumentParser) -> None:
-    """``--dev-from-train N --dev-carve --dev-seed``: a dev split carved from train as a
-    recipe's ``data.dev_from_train`` / ``dev_carve`` / ``dev_seed`` carve it
-    (:func:`tapt.data.splits.training_splits`; after ``--decontaminate``)."""
+    """``--dev-from-train N --dev-carve --dev-seed``: a dev split carved as a recipe does."""
     parser.add_argument("--dev-from-train", type=dev_carve_size, default=None, metavar="N",
-                        help="carve a dev split from train as data.dev_from_train does (a "
-                             "number of queries, or a fraction below 1), after "
-                             "--decontaminate; train keeps the rest")
+                        help="carve a dev split of N train queries (or a fraction below 1) "
+                             "after --decontaminate, as data.dev_from_train")
     parser.add_argument("--dev-carve", choices=("group", "query"), default="group",
-                        help="carve whole groups of queries sharing relevant passages "
-                             "(default; no dev passage is a training positive) or single "
-                             "queries, as data.dev_carve")
+                        help="carve groups of queries sharing relevant passages (default: "
+                             "no dev passage is trained on) or single queries")
     parser.add_argument("--dev-seed", type=seed, default=0,
                         help="seed of the dev carve (data.dev_seed)")
 
@@ -329,7 +313,7 @@ def add_source_args(parser: argparse.ArgumentParser, *, split: str | None = "tes
     ``relevance`` is false) and ``--no-title``."""
     parser.add_argument("--data", required=True,
                         help="local BEIR folder, or a Hub dataset id such as vinven7/FormBench")
-    parser.add_argument("--config", type=one_name, default=None,
+    parser.add_argument("--config", default=None,
                         help="Hub config or subfolder: structured (C1), random (C0), sample")
     parser.add_argument("--revision", default=None, help="Hub dataset revision (tag/commit)")
     if split is not None:

@@ -43,6 +43,7 @@ from tapt.data.beir import BeirDataset, DataError
 from tapt.data.content import check_made_from
 from tapt.data.lines import check_id, iter_jsonl
 from tapt.data.splits import carved_off
+from tapt.retrieval.hybrid import linear_fusion
 from tapt.util.bounds import TRAINING_TARGET
 from tapt.util.digests import file_digest, remove_sidecar, write_sidecar
 from tapt.util.files import atomic_write_json
@@ -115,8 +116,6 @@ def fused_scores(dense: Scores, sparse: Scores, alpha: float) -> Scores:
     over the query's scored passages (the linear fusion of ``tapt eval --hybrid bm25
     --fusion linear``, :func:`tapt.retrieval.hybrid.linear_fusion`), so each of the two
     teachers ranks the row's passages on one [0, 1] scale. Both must hold the same pairs."""
-    from tapt.retrieval.hybrid import linear_fusion
-
     for query_id in dict.fromkeys([*dense, *sparse]):
         if set(dense.get(query_id, {})) != set(sparse.get(query_id, {})):
             raise ValueError(f"fused teacher: the two teachers scored different passages for "

@@ -157,12 +157,11 @@ def check_same_architecture(models: Sequence, names: Sequence[str]) -> None:
 
 def inference_settings(model) -> dict[str, object]:
     """What decides a model's embeddings besides its weights and tokenizer: its prompts,
-    default prompt, maximum length and each non-transformer module's configuration
-    (pooling mode, normalisation, dense heads)."""
+    default prompt and each non-transformer module's configuration (pooling mode,
+    normalisation, dense heads). The maximum length is a setting of use, not compared."""
     settings: dict[str, object] = {
         "prompts": dict(getattr(model, "prompts", None) or {}),
-        "default_prompt_name": getattr(model, "default_prompt_name", None),
-        "max_seq_length": getattr(model, "max_seq_length", None)}
+        "default_prompt_name": getattr(model, "default_prompt_name", None)}
     for index, module in enumerate(model):
         config = getattr(module, "get_config_dict", None)
         if callable(config) and not hasattr(module, "auto_model"):

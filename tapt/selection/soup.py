@@ -37,12 +37,14 @@ from __future__ import annotations
 
 import copy
 import json
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
 from tapt.data.subcorpus import subcorpus_ids
+from tapt.encoders.model_digest import weights_digest
 from tapt.recipe import RecipeError, load_recipe
 from tapt.selection.merge import (
     DevSettings,
@@ -56,7 +58,10 @@ from tapt.selection.merge import (
 from tapt.selection.merge_export import check_merge_output, export_merge
 from tapt.training.run_start import input_paths
 from tapt.training.weights import MergeError, merge_into
+from tapt.util.digests import file_digest
 from tapt.util.finite import metric_value
+
+logger = logging.getLogger(__name__)
 
 SoupMethod = Literal["greedy", "uniform"]
 DEV_SET_KEYS = ("path", "config", "revision", "train_split", "dev_split", "dev_from_train",
@@ -182,18 +187,22 @@ def check_distinct_runs(runs: Sequence[str | Path]) -> None:
         seen[resolved] = str(run)
 
 
-def check_distinct_weights(models: Sequence, names: Sequence[str]) -> None:
-    """Refuse two ingredients with identical weights (a copied run folder): the soup would
-    count one model twice (:func:`tapt.encoders.model_digest.weights_digest`)."""
-    from tapt.encoders.model_digest import weights_digest
-
-    seen: dict[str, str] = {}
-    for model, name in zip(models, names, strict=True):
+def check_distinct_weights(models: Sequence, ingredients: Sequence[Ingredient]) -> None:
+    """Refuse a copied run folder (identical weights and an identical ``results.json``):
+    the soup would count one run twice. Two runs whose training ended on the same weights
+    (both exported their starting point) are distinct runs: a warning says so."""
+    seen: dict[str, Ingredient] = {}
+    for model, ingredient in zip(models, ingredients, strict=True):
         digest = weights_digest(model)
-        if digest in seen:
-            raise MergeError(f"{name} and {seen[digest]} hold identical weights (a copy of "
-                             "one run): each ingredient once")
-        seen[digest] = name
+        if (other := seen.get(digest)) is not None:
+            if file_digest(other.run / "results.json") == \
+                    file_digest(ingredient.run / "results.json"):
+                raise MergeError(f"{ingredient.run} and {other.run} are copies of one run "
+                                 "(identical weights and results.json): each ingredient once")
+            logger.warning("%s and %s hold identical weights (two runs that ended on the "
+                           "same model): the soup weighs that model twice", ingredient.run,
+                           other.run)
+        seen[digest] = ingredient
 
 
 def dev_settings(recipe):
@@ -242,7 +251,7 @@ def soup(runs: Sequence[str | Path], output: str | Path, *, method: SoupMethod =
     names = [str(i.model) for i in ingredients]
     models, specs = load_sources(names)
     check_same_architecture(models, names)
-    check_distinct_weights(models, names)
+    check_distinct_weights(models, ingredients)
     states = [model.state_dict() for model in models]
     work = copy.deepcopy(models[0])
 

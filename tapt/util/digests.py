@@ -35,6 +35,7 @@ import os
 from pathlib import Path
 
 from tapt.util.files import atomic_write_text
+from tapt.util.redaction import redact_data
 
 ALGORITHM = "sha256"
 BLOCK_BYTES = 2**20
@@ -109,8 +110,6 @@ def write_sidecar(path: str | os.PathLike, record: dict | None = None, **extra) 
     sidecar, atomically; returns the sidecar's path."""
     record = file_record(path) if record is None else record
     sidecar = sidecar_path(path)
-    from tapt.util.redaction import redact_data
-
     body = redact_data({"file": Path(path).name, **record, **extra}, where=str(sidecar))
     atomic_write_text(sidecar, json.dumps(body, indent=1, sort_keys=True) + "\n",
                       secrets=False)

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
+from tapt.util.redaction import redact
+
 
 def new_figure(width: float = 6.0, height: float = 4.0, ncols: int = 1):
     """A Figure on an Agg canvas and its axes (a list when ``ncols > 1``)."""
@@ -29,8 +31,6 @@ def save(figure, path: str | os.PathLike, dpi: int = 110) -> Path:
     labels, legends, annotations) redacted first (:func:`tapt.util.redaction.redact`): a
     picture is a file tapt writes, and its titles name models and data."""
     from matplotlib.text import Text
-
-    from tapt.util.redaction import redact
 
     for text in figure.findobj(Text):
         shown = text.get_text()

@@ -26,6 +26,8 @@ from __future__ import annotations
 import re
 import unicodedata
 
+from tapt.util.redaction import redact, secret_in
+
 # huggingface_hub is imported by hub_id_problem only, when a Hub id is checked: importing
 # tapt (and every id_problem caller) stays free of it.
 
@@ -90,8 +92,6 @@ def path_component_problem(name: str) -> str | None:
     can: not empty, not ``.`` or ``..``, no ``/`` or ``\\``, no control or format character
     (:func:`id_problem`'s rule for those), no secret (:func:`tapt.util.redaction.secret_in`:
     a name is shown in listings and copied with the folder)."""
-    from tapt.util.redaction import secret_in
-
     if not name.strip():
         return "is empty"
     if name.strip() in (".", ".."):
@@ -109,8 +109,6 @@ def path_component_problem(name: str) -> str | None:
 def path_component(name: str, what: str) -> str:
     """``name`` when it can be one file or folder name (:func:`path_component_problem`),
     else a ValueError naming ``what`` (the flag or key) and why, with secrets masked."""
-    from tapt.util.redaction import redact
-
     if (problem := path_component_problem(name)) is not None:
         raise ValueError(f"{what} {redact(name)!r} {problem}")
     return name

@@ -189,6 +189,6 @@ def test_one_run_given_twice_under_another_name_is_refused(runs, tmp_path):
             soup([runs[0], runs[1], twin], tmp_path / "soup")
     copy = tmp_path / "copy"
     shutil.copytree(runs[0], copy)
-    with pytest.raises(MergeError, match="identical weights"):
+    with pytest.raises(MergeError, match="copies of one run"):
         soup([runs[0], copy], tmp_path / "soup")
     assert not (tmp_path / "soup").exists()
