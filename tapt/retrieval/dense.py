@@ -71,6 +71,17 @@ class EncodingTally:
     from_cache: int = 0
     """Texts read from the embedding cache instead of encoded (:func:`passage_stream`)."""
 
+    def add(self, other: EncodingTally, positions: np.ndarray) -> None:
+        """Count ``other``, a pass over the texts at ``positions`` of these, into this one
+        (its non-finite positions mapped to these texts' positions)."""
+        self.texts += other.texts
+        self.from_cache += other.from_cache
+        self.nonfinite += other.nonfinite
+        self.tokens = None if self.tokens is None or other.tokens is None \
+            else self.tokens + other.tokens
+        self.nonfinite_positions += positions[np.asarray(other.nonfinite_positions,
+                                                         dtype=np.int64)].tolist()
+
 
 def stream_embeddings(encoder: Encoder, texts: Sequence[str], kind: TextKind,
                       batch_size: int, tally: EncodingTally) -> Iterator[EncodedBatch]:
@@ -319,13 +330,7 @@ class DenseRetriever:
             for batch in passage_stream(self.encoder, subset_texts(corpus_texts, part),
                                         self.batch_size, own, self.open_cache()):
                 yield part[batch.positions], batch.embeddings
-            tally.texts += own.texts
-            tally.from_cache += own.from_cache
-            tally.nonfinite += own.nonfinite
-            tally.tokens = None if tally.tokens is None or own.tokens is None \
-                else tally.tokens + own.tokens
-            tally.nonfinite_positions += part[np.asarray(own.nonfinite_positions,
-                                                         dtype=np.int64)].tolist()
+            tally.add(own, part)
 
     def retrieve(self, corpus_ids: Sequence[str], corpus_texts: Sequence[str],
                  query_ids: Sequence[str], query_texts: Sequence[str], *,
