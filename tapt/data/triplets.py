@@ -34,6 +34,7 @@ class TripletStats:
     queries: int = 0
     rows: int = 0
     pairs: int = 0
+    """Rows of a query and its anchor only (no graded or mined negative)."""
     dropped: int = 0
     short_mined: int = 0
     """Rows with fewer mined negatives than asked (their query had fewer)."""
@@ -54,10 +55,12 @@ def build_rows(dataset: BeirDataset, split: str = "train", *, soft_negative: boo
     Anchors and graded negatives follow ``dataset.rule``. Under a rule with a hard-negative
     grade, a query without a hard negative (or without a soft one when ``soft_negative``) is
     dropped with ``missing="drop"`` or kept as a shorter row with ``missing="pair"``; under
-    one without (BEIR's), every row is a (query, anchor) pair and ``missing`` does not apply.
-    ``mined`` (query id -> negative ids, e.g. :func:`tapt.data.mined.read_mined`) adds
-    ``mined_per_row`` columns after the graded ones; a query with fewer mined negatives
-    keeps a row with fewer columns. ``group_of`` (anchor passage id -> group key, e.g. its
+    one without (BEIR's), every row is a (query, anchor) pair and ``missing`` does not apply
+    unless negatives are mined. ``mined`` (query id -> negative ids, e.g.
+    :func:`tapt.data.mined.read_mined`) adds ``mined_per_row`` columns after the graded
+    ones; a query with fewer mined negatives keeps a row with fewer columns, and under a
+    rule without a hard-negative grade (where mined negatives are the only ones) a query
+    with none is dropped with ``missing="drop"`` and kept as a pair with ``"pair"``. ``group_of`` (anchor passage id -> group key, e.g. its
     patent) fills ``stats.groups``.
     """
     if missing not in ("drop", "pair"):
@@ -68,6 +71,8 @@ def build_rows(dataset: BeirDataset, split: str = "train", *, soft_negative: boo
                          f"but the relevance rule {rule.describe()} has no soft-negative grade "
                          "(data.relevant_from: 3 or more has one)")
     graded_negatives = rule.hard_negative is not None
+    # without a hard-negative grade, mined negatives are a row's only negatives
+    mined_only = not graded_negatives and bool(mined_per_row) and mined is not None
     stats = TripletStats()
     rows: list[dict[str, str]] = []
     for query_id, judged in dataset.split(split).items():
@@ -75,7 +80,7 @@ def build_rows(dataset: BeirDataset, split: str = "train", *, soft_negative: boo
         hard = rule.graded_ids(judged, rule.hard_negative)
         soft = rule.graded_ids(judged, rule.soft_negative)
         complete = bool(anchors) and (not graded_negatives or bool(hard)) and (
-            bool(soft) or not soft_negative)
+            bool(soft) or not soft_negative) and (not mined_only or bool(mined.get(query_id)))
         if not complete and (missing == "drop" or not anchors):
             stats.dropped += 1
             continue
@@ -100,7 +105,7 @@ def build_rows(dataset: BeirDataset, split: str = "train", *, soft_negative: boo
             if group_of is not None:
                 stats.groups.append(group_of(anchor))
             stats.rows += 1
-            stats.pairs += "negative" not in row
+            stats.pairs += len(ids) == 2  # (query, anchor): no negative of any kind
     if not rows:
         raise ValueError(f"split '{split}' of {dataset.source} gives no training rows under "
                          f"the relevance rule {rule.describe()} ({stats.dropped} queries "

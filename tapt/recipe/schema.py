@@ -157,8 +157,8 @@ class DataSettings(Section):
     negatives_per_query: Annotated[int, bounds.NEGATIVES] = 0
     """Mined negatives per row (after the graded ones); needs ``mined_negatives``."""
     missing_hard_negative: Literal["drop", "pair"] = "drop"
-    """A query without a hard negative: ``drop`` it, or train it as a (query, anchor)
-    ``pair``."""
+    """A query without a hard negative (on binary qrels with ``mined_negatives``: without a
+    mined one): ``drop`` it, or train it as a (query, anchor) ``pair``."""
     with_title: bool = True
     """Encode passages as title + text (else the text only)."""
     dev_distractors: Annotated[int, bounds.COUNT] | None = 20000

@@ -6,6 +6,7 @@ import pytest
 from datasets import Dataset, DatasetDict
 
 from tapt.data.beir import BeirDataset, Passage, load_beir_folder
+from tapt.data.relevance import BEIR
 from tapt.data.triplets import TripletStats, build_rows, build_training_rows
 
 
@@ -159,3 +160,21 @@ def test_mined_negatives_follow_the_graded_ones_and_short_rows_are_kept(tiny):
     table = build_training_rows(tiny, "train", mined=mined, mined_per_row=2)
     widths = sorted(len(part.column_names) for part in table.values())
     assert widths == [4, 5]  # one mined negative: a row of 4 columns, not dropped
+
+
+def test_binary_qrels_with_mined_negatives_drop_a_query_without_any():
+    """On binary qrels mined negatives are a row's only negatives: ``drop`` leaves out a
+    query that got none (a distillation row needs one), ``pair`` keeps it as a pair."""
+    judged = {"q1": {"d1": 1}, "q2": {"d2": 1}, "q3": {"d3": 1}}
+    dataset = BeirDataset(corpus={d: Passage(text=f"text of {d}") for d in ("d1", "d2", "d3",
+                                                                             "d4", "d5")},
+                          queries={q: f"question {q}?" for q in judged},
+                          qrels={"train": judged}, source="mem", rule=BEIR)
+    mined = {"q1": ["d4", "d5"], "q2": ["d5"], "q3": []}
+    rows, stats = build_rows(dataset, mined=mined, mined_per_row=2, missing="drop")
+    assert [row["query"] for row in rows] == ["question q1?", "question q2?"]
+    assert stats.dropped == 1 and stats.short_mined == 1
+    rows, stats = build_rows(dataset, mined=mined, mined_per_row=2, missing="pair")
+    assert len(rows) == 3 and stats.dropped == 0 and stats.pairs == 1
+    rows, stats = build_rows(dataset, missing="drop")  # nothing mined: pairs, as before
+    assert len(rows) == 3 and stats.dropped == 0
