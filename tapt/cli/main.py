@@ -75,10 +75,10 @@ def main(argv: list[str] | None = None) -> int:
 
     quiet = getattr(args, "quiet", False)
     level = logging.DEBUG if args.verbose else logging.WARNING if quiet else logging.INFO
+    handler = RichHandler(show_path=False, level=level, console=terminal.log_console())
+    handler.addFilter(terminal.ShownOnce())  # a sweep's trials repeat their data's warnings
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
-                        format="%(message)s",
-                        handlers=[RichHandler(show_path=False, level=level,
-                                              console=terminal.log_console())])
+                        format="%(message)s", handlers=[handler])
     logger.setLevel(level)  # --quiet: warnings and errors only
     from tapt.util.redaction import install_log_redaction, redact
 
@@ -87,6 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     from tapt.training.errors import NonFiniteTrainingError
 
     console = terminal.console
+    terminal.stop_on_ctrl_c()  # also when started with SIGINT ignored (cmd & in a script)
     try:
         check_cache_folders(args)  # --corpus-cache / --cache-dir: a file there is refused
         with terminal.hub_bars_off(not terminal.show_progress(args)):  # quiet, or piped

@@ -7,13 +7,20 @@ progress bars and info lines show.
   or wrapped at rich's default of 80 columns.
 - Progress bars show only on a terminal and never with ``--quiet``: tqdm's nested bars
   write cursor-up codes (ESC [A) that garble a log.
+- A warning prints once per command (:class:`ShownOnce`): a sweep's trials, or a
+  comparison's query sets, load the same data and would repeat its warnings.
+- Ctrl-C (SIGINT) stops every command the same way, however tapt was started
+  (:func:`stop_on_ctrl_c`).
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
 import os
+import signal
 import sys
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -23,6 +30,41 @@ from tapt.util.redaction import RedactingConsole
 
 PIPED_WIDTH = 200
 """Console width when stdout is not a terminal and ``COLUMNS`` is not set."""
+
+
+class ShownOnce(logging.Filter):
+    """Lets a warning (or error) through the first time its text is seen, drops the repeats
+    (counted in :attr:`repeats`); info and debug lines always pass. The standard
+    ``warnings`` module's "default" action does this per code location; here it is per
+    message, since one location (a data check) warns about each input it is given."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: set[tuple[int, str]] = set()
+        self.repeats = 0
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno < logging.WARNING:
+            return True
+        key = (record.levelno, record.getMessage())
+        if key in self.seen:
+            self.repeats += 1
+            return False
+        self.seen.add(key)
+        return True
+
+
+def stop_on_ctrl_c() -> None:
+    """SIGINT raises ``KeyboardInterrupt`` in every command, also when tapt was started
+    with SIGINT ignored (``cmd &`` in a script, some schedulers): Python then installs no
+    handler, so ``kill -INT`` used to be ignored by ``tapt train`` run that way while a
+    sweep started in the foreground stopped. One behaviour: the command stops, prints where
+    it can resume and exits 130 (a training run resumes from its last checkpoint). To keep
+    a background job immune to a terminal's Ctrl-C, start it in its own session
+    (``setsid tapt train ...``). Only the main thread can set a handler; elsewhere (tapt
+    called from a worker thread) nothing changes."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def console_width(stream=None) -> int | None:
