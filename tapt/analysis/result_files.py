@@ -15,6 +15,7 @@ from pathlib import Path
 from tapt.encoders.preset_record import read_record_hint
 from tapt.retrieval.metrics import METRIC_KEYS
 from tapt.util.finite import metric_value
+from tapt.util.ids import label
 from tapt.util.json_file import read_json
 
 KINDS = ("bm25", "base", "dapt", "tapt", "hybrid", "api")
@@ -33,17 +34,18 @@ def parse_assignments(values: Iterable[str], option: str) -> dict[str, str]:
         name, sep, rest = value.partition("=")
         if not sep or not name or not rest:
             raise ValueError(f"{option} expects NAME=VALUE, got {value!r}")
-        out[name] = rest
+        out[label(name, option)] = rest
     return out
 
 
 def split_spec(spec: str) -> tuple[str | None, str]:
     """``NAME=VALUE`` -> (NAME, VALUE); a plain value, or an existing path holding ``=``,
-    -> (None, spec). Used for ``tapt compare`` results and analysis ``--model`` labels."""
+    -> (None, spec). Used for ``tapt compare`` results and analysis ``--model`` labels; a
+    label holding a secret is refused (:func:`tapt.util.ids.label`)."""
     if "=" in spec and not Path(spec).exists():
         name, _, value = spec.partition("=")
         if name and value:
-            return name, value
+            return label(name, "the label"), value
     return None, spec
 
 

@@ -63,9 +63,11 @@ def check_mteb_args(args: argparse.Namespace) -> None:
         raise ValueError(f"--format mteb: --top-k {args.top_k} ranks fewer passages than "
                          f"MTEB's main score ndcg_at_10 needs (at least {MTEB_MIN_TOP_K})")
     path_component(mteb_task_name(args), "--mteb-task" if args.mteb_task else
-                   "--format mteb: the task name (the data folder's name with --config)")
+                   "--format mteb: the task name (the data folder's name with --config; "
+                   "give another with --mteb-task NAME)")
     for part in mteb_model_name(system_name(args)).split("/"):
-        path_component(part, "--format mteb: the model name's part")
+        path_component(part, "--format mteb: the model name's part (MTEB names its result "
+                             "folders after the model: rename the model's folder)")
     folder = Path(args.mteb_dir) / "results"
     for parent in (folder, *folder.parents):
         if parent.exists() and not parent.is_dir():

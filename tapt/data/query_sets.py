@@ -15,6 +15,7 @@ from pathlib import Path
 
 from tapt.data.beir import DataError, Qrels, _require_file, parse_queries
 from tapt.data.lines import iter_jsonl
+from tapt.util.ids import label
 
 MIN_SCORED_QUERIES = 2
 """A query set is compared with the split's own queries by a paired test: two or more."""
@@ -64,6 +65,7 @@ def parse_query_set_specs(specs: list[str], reserved: str = "original"
                              "queries; choose another")
         if name in sets:
             raise ValueError(f"--queries: the name {name!r} is given twice")
+        label(name, "--queries")
         sets[name] = Path(file)
     return sets
 

@@ -113,3 +113,14 @@ def path_component(name: str, what: str) -> str:
         raise ValueError(f"{what} {redact(name)!r} {problem}")
     return name
 
+
+def label(name: str, what: str) -> str:
+    """``name`` (a label the user gives: a system in ``tapt cases`` / ``tapt compare``, a
+    model panel, a query set) when it holds no secret, else a ValueError naming ``what``:
+    labels are written into results, tables and figures, so a token given as one is
+    refused rather than written (or masked into a label that no longer says what it is)."""
+    if (found := secret_in(name)) is not None:
+        raise ValueError(f"{what} {redact(name)!r} holds {found}; labels are "
+                         "written into results, tables and figures: choose another")
+    return name
+

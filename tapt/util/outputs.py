@@ -1,5 +1,6 @@
 """Where a command may write: never on, inside or around one of its inputs, and never at a
-path whose name holds a secret or a token-shaped string.
+path whose name holds a secret or a token-shaped string; nor may an input's path hold one
+(results, run folders and cards record the inputs' paths).
 
 Every command that writes (``--output``, ``--run``, ``--plot``, ``--markdown``, ``tapt
 report``'s files, ``tapt merge``'s export, the ``output_dir`` of ``tapt train`` / ``tapt
@@ -23,7 +24,7 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-from tapt.util.redaction import TOKEN_SHAPES, known_secrets
+from tapt.util.redaction import TOKEN_SHAPES, known_secrets, redact
 
 PathLike = str | os.PathLike
 Named = tuple[str, "PathLike | None"]
@@ -31,7 +32,8 @@ Named = tuple[str, "PathLike | None"]
 
 
 class OutputOnInputError(ValueError):
-    """An output path is, holds or lies inside an input, or its name holds a secret."""
+    """An output path is, holds or lies inside an input, or its name (or an input's)
+    holds a secret."""
 
 
 def resolved(path: PathLike) -> Path:
@@ -54,6 +56,20 @@ def relation(output: PathLike, source: PathLike) -> str | None:
     return None
 
 
+def refuse_secret_in_name(flag: str, path: PathLike, why: str) -> None:
+    """Raise :class:`OutputOnInputError` when ``path`` (as given or resolved) holds the
+    value of a known secret or a token-shaped string; the message names ``flag`` and says
+    ``why`` (it never shows the token)."""
+    shown, full = os.fspath(path), str(resolved(path))
+    for value, name in known_secrets().items():
+        if value in shown or value in full:
+            raise OutputOnInputError(f"{flag} {redact(shown)}: the path holds the value of "
+                                     f"{name}; {why}")
+    if TOKEN_SHAPES.search(shown) or TOKEN_SHAPES.search(full):
+        raise OutputOnInputError(f"{flag} {redact(shown)}: the path holds a token-shaped "
+                                 f"string (hf_..., sk-..., pa-...); {why}")
+
+
 def _same_file(first: Path, second: Path) -> bool:
     try:
         return os.path.samefile(first, second)
@@ -66,34 +82,29 @@ def check_apart(outputs: Iterable[Named], inputs: Iterable[Named]) -> None:
     value of a known secret (:func:`tapt.util.redaction.known_secrets`) or a token-shaped
     string (:data:`tapt.util.redaction.TOKEN_SHAPES`, someone's token: the rule ``tapt push``
     and sweep names follow): a token in a file or folder name ends up in listings, logs,
-    checkpoints and uploads.
+    checkpoints and uploads. An input whose path holds one is refused too: results, run
+    folders and cards record where their inputs came from.
 
     ``outputs`` and ``inputs``: (flag or key, path) pairs; None and empty paths are
-    skipped, and so are inputs that do not exist locally.
+    skipped, and inputs that do not exist locally are not compared with the outputs.
 
     Raises:
         OutputOnInputError: naming the output's flag and path and the input's flag and
             resolved path (or the secret's variable).
     """
-    sources = [(what, path) for what, path in inputs
-               if path is not None and os.fspath(path) != "" and os.path.exists(resolved(path))]
-    secrets = known_secrets()
+    given = [(what, path) for what, path in inputs
+             if path is not None and os.fspath(path) != ""]
+    for what, source in given:  # its path is recorded in results, run folders and cards
+        refuse_secret_in_name(f"the {what} input", source,
+                              "tapt records the paths of its inputs in results, run folders "
+                              "and cards: rename it or move it")
+    sources = [(what, path) for what, path in given if os.path.exists(resolved(path))]
     for flag, output in outputs:
         if output is None or os.fspath(output) == "":
             continue
         shown = os.fspath(output)
-        full = str(resolved(output))
-        for value, name in secrets.items():
-            if value in shown or value in full:
-                raise OutputOnInputError(
-                    f"{flag} {shown}: the path holds the value of {name}; a file or folder "
-                    "named with a secret ends up in listings, logs and uploads: choose "
-                    "another name")
-        if TOKEN_SHAPES.search(shown) or TOKEN_SHAPES.search(full):
-            raise OutputOnInputError(
-                f"{flag} {shown}: the path holds a token-shaped string (hf_..., sk-..., "
-                "pa-...); a file or folder named with a token ends up in listings, logs and "
-                "uploads: choose another name")
+        refuse_secret_in_name(flag, output, "a file or folder named with it ends up in "
+                                            "listings, logs and uploads: choose another name")
         for what, source in sources:
             found = relation(output, source)
             if found is not None:
