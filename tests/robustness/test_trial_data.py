@@ -291,10 +291,14 @@ def test_relevant_from_sets_the_graded_negatives(synth_tiny, tmp_path):
     mined_file = tmp_path / "mined.jsonl"
     mined_file.write_text(json.dumps({"query_id": query_id, "negatives": [{"id": other}]})
                           + "\n", encoding="utf-8")
-    rows, _ = build_rows(beir, "train", mined=read_mined(mined_file, beir, "train"),
-                         mined_per_row=1)
+    mined = read_mined(mined_file, beir, "train")
+    rows, _ = build_rows(beir, "train", mined=mined, mined_per_row=1, missing="pair")
     assert {tuple(row) for row in rows} == {("query", "positive"),
                                             ("query", "positive", "mined_1")}
+    # mined negatives are this rule's only negatives: "drop" leaves out queries without one
+    rows, _ = build_rows(beir, "train", mined=mined, mined_per_row=1)
+    assert {tuple(row) for row in rows} == {("query", "positive", "mined_1")}
+    assert {row["query"] for row in rows} == {beir.queries[query_id]}
     mined_file.write_text(json.dumps({"query_id": query_id, "negatives": [{"id": relevant}]})
                           + "\n", encoding="utf-8")
     with pytest.raises(DataError, match="a positive cannot be a negative"):
