@@ -20,6 +20,9 @@ Arms (``--arms``; ``ARMS`` below; the SciFact table is in docs/levers.md):
   its row is the picked run's, not measured again; its minutes are the three runs');
   ``sweep-lr-soup``: the greedy soup of those three runs (Wortsman et al., 2022);
 - ``average-last``: ``training.average_last: 3`` (mean of the last 3 checkpoints);
+- ``lora``: LoRA adapters only (``model.lora``: rank 16, alpha 32, peft's default modules),
+  lr 1e-4 (adapters start at zero and need a larger rate), merged at export: few
+  parameters move, the regime Tamber et al. (2025) find safest on small in-domain sets;
 - ``wise-ft``: the ``mnrl`` model interpolated with the base model, weight picked on dev
   (Wortsman et al., 2022, WiSE-FT; ``tapt merge --pick-on-dev``);
 - ``soup-uniform``, ``soup-greedy``: soups of the ``mnrl`` seeds (one model for all seeds);
@@ -121,6 +124,7 @@ ARMS: dict[str, Arm] = {
     "sweep-lr": Arm("sweep", from_arms=["mnrl", "lr-5e-5", "lr-1e-4"]),
     "sweep-lr-soup": Arm("sweep-soup", from_arms=["mnrl", "lr-5e-5", "lr-1e-4"]),
     "average-last": Arm(overrides=["training.average_last=3", "training.save_total_limit=4"]),
+    "lora": Arm(overrides=["model.lora.enabled=true", "training.learning_rate=1e-4"]),
     "wise-ft": Arm("wise", from_arms=["mnrl"]),
     "soup-uniform": Arm("soup-uniform", from_arms=["mnrl"]),
     "soup-greedy": Arm("soup-greedy", from_arms=["mnrl"]),
