@@ -3,10 +3,11 @@
 The public API::
 
     from tapt import Encoder, SentenceTransformerEncoder, ModelSpec, load_data, evaluate
+    from tapt import ExportedEncoder   # a tapt export folder (ONNX Runtime / OpenVINO)
     from tapt import register_family, registered_families   # model families (presets)
 
 Layout: one package per concern, bottom up ``util`` (the helpers) -> ``data`` -> ``recipe``
--> ``encoders`` -> ``retrieval``, ``hub`` -> ``training`` -> ``selection`` -> ``analysis``
+-> ``encoders``, ``serving`` -> ``retrieval``, ``hub`` -> ``training`` -> ``selection`` -> ``analysis``
 -> ``cli``; a module imports only from its own layer or below (README "Layout").
 
 Imports sit at the top of a module. A function-local import defers a third-party library
@@ -25,6 +26,7 @@ from tapt.encoders.sentence import SentenceTransformerEncoder
 from tapt.retrieval.dense import DenseRetriever
 from tapt.retrieval.evaluate import EvalReport, evaluate
 from tapt.retrieval.metrics import score_run
+from tapt.serving.runtime import ExportedEncoder
 from tapt.util.families import register_family, registered_families
 
 __version__ = "0.1.0"
@@ -35,6 +37,7 @@ __all__ = [
            "DenseRetriever",
            "Encoder",
            "EvalReport",
+           "ExportedEncoder",
            "ModelSpec",
            "Passage",
            "SentenceTransformerEncoder",

@@ -24,9 +24,10 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "tapt"
 
-LAYERS = ["util", "data", "recipe", "encoders", "retrieval/hub", "training", "selection",
+LAYERS = ["util", "data", "recipe", "encoders/serving", "retrieval/hub", "training", "selection",
           "analysis", "cli"]
-PACKAGES = {"util": "util", "data": "data", "recipe": "recipe", "encoders": "encoders",
+PACKAGES = {"util": "util", "data": "data", "recipe": "recipe", "encoders": "encoders/serving",
+            "serving": "encoders/serving",
             "retrieval": "retrieval/hub", "hub": "retrieval/hub", "training": "training",
             "selection": "selection", "analysis": "analysis", "cli": "cli"}
 """Each package directly inside ``tapt/`` and its layer."""

@@ -82,7 +82,8 @@ def test_merge_model_flags_are_the_shared_ones():
 # --- the encoder factory is the only place that turns a name into an encoder -----------
 
 CONSTRUCTORS = {"SentenceTransformerEncoder", "TruncatedEncoder", "OpenAIEncoder",
-                "VoyageEncoder", "APIEncoder", "load_api_encoder", "load_sentence_transformer"}
+                "VoyageEncoder", "APIEncoder", "load_api_encoder", "load_sentence_transformer",
+                "ExportedEncoder"}
 """Calls that make an encoder (or the model behind one) from a name or a loaded model; the
 API encoder classes are found from ``tapt.encoders.api.ENCODERS`` too."""
 
@@ -93,6 +94,8 @@ ALLOWED = {
     "tapt.encoders.api": "load_api_encoder, the API loader the factory calls",
 }
 ALLOWED_CALLS = {
+    ("tapt.serving.export_folder", "ExportedEncoder"):
+        "tapt export loads the folder it just wrote to check it against the torch model",
     ("tapt.training.contrastive", "load_sentence_transformer"):
         "tapt train loads the model it trains from the recipe's ModelSpec (not an encoder)",
     ("tapt.training.dapt", "load_sentence_transformer"):

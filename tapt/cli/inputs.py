@@ -122,7 +122,8 @@ def model_options(args: argparse.Namespace, *, progress: bool = False):
                         dtype=args.dtype, max_tokens_per_batch=args.max_tokens_per_batch,
                         batch_size=args.batch_size, progress=progress,
                         truncate_dim=args.truncate_dim, long_passages=long_passages,
-                        backend=getattr(args, "backend", "torch"))
+                        backend=getattr(args, "backend", "torch"),
+                        threads=getattr(args, "threads", None))
 
 
 def api_options(args: argparse.Namespace, names: Iterable[str] = ()):

@@ -105,6 +105,7 @@ def add_parsers(commands) -> None:
     mine.add_argument("--seed", type=seed, default=0, help="seed of the random sampling")
     add_decontaminate_arg(mine, trained="--split")  # as the recipe's data.decontaminate
     add_encoding_args(mine)  # for a model --retriever
+    add_backend_args(mine)  # a tapt export folder as --retriever
     add_quiet_arg(mine)
     add_score_parser(commands)
 
@@ -242,6 +243,7 @@ def cmd_mine(args: argparse.Namespace) -> int:
         check_outputs([("--output", args.output)], overwrite=args.overwrite,
                       inputs=data_inputs("--data", args.data, args.config)
                       + model_inputs("--retriever", args.retriever))
+    check_serving_args(args)  # --threads without --backend
     settings = MiningSettings(per_query=args.per_query, depth=args.depth,
                               skip_top=args.skip_top, margin=args.margin,
                               sampling=args.sampling, seed=args.seed)
@@ -293,6 +295,7 @@ def add_score_parser(commands) -> None:
                             "over the query's scored passages (as tapt eval --hybrid bm25 "
                             "--fusion linear --alpha ALPHA fuses)")
     add_encoding_args(score)  # for a model --teacher
+    add_backend_args(score)  # a tapt export folder as --teacher
     add_quiet_arg(score)
 
 
@@ -306,6 +309,7 @@ def cmd_score(args: argparse.Namespace) -> int:
         check_outputs([("--output", args.output)], overwrite=args.overwrite,
                       inputs=[*data_inputs("--data", args.data, args.config),
                               *model_inputs("--teacher", args.teacher), ("--mined", args.mined)])
+    check_serving_args(args)  # --threads without --backend
     lexical = is_bm25(args.teacher)
     if lexical and args.fuse_bm25 is not None:
         raise ValueError("--fuse-bm25 fuses a model --teacher with BM25; --teacher bm25 is "

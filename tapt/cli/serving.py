@@ -10,18 +10,31 @@ from dataclasses import replace
 from pathlib import Path
 
 from tapt.cli import terminal
-from tapt.cli.options import calibration_size, check_folder, family_help, rescore, seed
+from tapt.cli.options import (
+    calibration_size,
+    check_folder,
+    family_help,
+    number_type,
+    rescore,
+    seed,
+    sequence_length,
+)
+from tapt.util import bounds
 
 BACKEND_CHOICES = ("torch", "onnx", "openvino")
 PRECISION_CHOICES = ("float32", "int8", "uint8", "binary", "ubinary")
+threads = number_type(bounds.THREADS, "threads")
 
 
 def add_backend_args(parser: argparse.ArgumentParser) -> None:
-    """``--backend torch|onnx|openvino`` of a command that loads a local model."""
+    """``--backend torch|onnx|openvino`` and ``--threads`` of a command that loads a local
+    model."""
     parser.add_argument("--backend", choices=BACKEND_CHOICES, default="torch",
-                        help="run the model with torch, ONNX Runtime (tapt[onnx]) or OpenVINO "
-                             "(tapt[openvino]), as SentenceTransformer(..., backend=...): a "
-                             "tapt export folder, or a model Optimum converts on loading")
+                        help="torch, or a folder written by tapt export run by ONNX Runtime "
+                             "(onnx, tapt[onnx]) or OpenVINO (openvino, tapt[openvino])")
+    parser.add_argument("--threads", type=threads, default=None,
+                        help="--backend onnx|openvino: intra-op threads (default: the "
+                             "runtime's, all cores)")
 
 
 def add_precision_args(parser: argparse.ArgumentParser) -> None:
@@ -56,6 +69,9 @@ def check_serving_args(args: argparse.Namespace) -> None:
             if value:
                 raise ValueError(f"--embedding-precision {precision} and {flag}: the quantised "
                                  "index serves plain dense evaluation; drop one of them")
+    if backend == "torch" and getattr(args, "threads", None) is not None:
+        raise ValueError("--threads sets ONNX Runtime's or OpenVINO's threads: add --backend "
+                         "onnx or openvino (torch takes OMP_NUM_THREADS)")
     if backend != "torch" and getattr(args, "dtype", "auto") not in ("auto", "float32"):
         raise ValueError(f"--dtype {args.dtype}: applies to the torch backend; an {backend} "
                          "model runs in the precision it was exported in")
@@ -81,25 +97,24 @@ def show_index(info: dict) -> None:
 def add_parsers(commands) -> None:
     """``tapt export``."""
     export = commands.add_parser(
-        "export", help="convert a model to ONNX or OpenVINO for CPU serving (optionally int8 "
-                       "or graph-optimised) with sentence-transformers' backend functions")
+        "export", help="convert a model to one ONNX or OpenVINO graph (token ids to the "
+                       "sentence embedding) for CPU serving, optionally int8, with a "
+                       "checked manifest and a card")
     export.add_argument("model", help="Hub id, local path (e.g. runs/x/final) or "
                                       "package:NAME/sub/path")
     export.add_argument("--backend", choices=("onnx", "openvino"), required=True,
                         help="onnx (ONNX Runtime, tapt[onnx]) or openvino (tapt[openvino])")
-    how = export.add_mutually_exclusive_group()
-    how.add_argument("--quantize", choices=("int8",), default=None,
-                     help="onnx: dynamic int8 quantisation (ONNX Runtime); openvino: static "
-                          "int8 quantisation (NNCF) calibrated on --calibration-data")
-    how.add_argument("--optimize", choices=("O1", "O2", "O3", "O4"), default=None,
-                     help="onnx: ONNX Runtime's graph optimisation level (O4 is fp16, GPUs)")
-    export.add_argument("--quantize-for", choices=("arm64", "avx2", "avx512", "avx512_vnni"),
-                        default=None,
-                        help="onnx int8: the CPU instruction set the quantised graph targets "
-                             "(default: this machine's)")
+    export.add_argument("--quantize", choices=("int8", "int8-weights"), default=None,
+                        help="onnx int8: dynamic quantisation (ONNX Runtime; int8 weights, "
+                             "activations at run time); openvino int8: static quantisation "
+                             "(NNCF) calibrated on --calibration-data; openvino "
+                             "int8-weights: weights only (NNCF), no calibration")
+    export.add_argument("--per-tensor", action="store_true",
+                        help="onnx int8: one scale per weight tensor instead of per output "
+                             "channel (smaller, less exact)")
     export.add_argument("--calibration-data", type=Path, default=None, metavar="DIR",
                         help="openvino int8: a local BEIR folder whose corpus.jsonl passages "
-                             "calibrate the quantisation")
+                             "calibrate the quantisation (your own passages)")
     export.add_argument("--calibration-size", type=calibration_size, default=300,
                         help="openvino int8: calibration passages drawn from --calibration-data")
     export.add_argument("--seed", type=seed, default=0, help="seed of the calibration sample")
@@ -108,6 +123,9 @@ def add_parsers(commands) -> None:
     export.add_argument("--overwrite", action="store_true",
                         help="replace an existing --output that is a tapt export")
     export.add_argument("--family", default="auto", help=family_help())
+    export.add_argument("--max-seq-length", type=sequence_length, default=None,
+                        help="tokens per text the export truncates to (default: the "
+                             "family's or the model's)")
     export.add_argument("--trust-remote-code", action="store_true",
                         help="allow the model's own code from the Hub (off by default)")
     export.add_argument("--quiet", action="store_true",
@@ -127,7 +145,7 @@ def calibration_texts(args: argparse.Namespace) -> tuple[str, ...]:
     if path is None:
         return ()
     from tapt.data.beir import DataError, checked_passages, iter_jsonl
-    from tapt.training.backend_export import calibration_sample
+    from tapt.serving.export_folder import calibration_sample
 
     if not path.is_file():
         raise DataError(path, "not found or not a regular file (--calibration-data: a local "
@@ -138,31 +156,35 @@ def calibration_texts(args: argparse.Namespace) -> tuple[str, ...]:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from tapt.encoders.backends import require_backend
+    from tapt.encoders.backends import require_export
     from tapt.encoders.factory import ModelOptions
-    from tapt.encoders.loading import check_model_source
+    from tapt.encoders.loading import check_model_source, refuse_export_folder
     from tapt.encoders.model_paths import resolve_model_path
-    from tapt.training.backend_export import (
+    from tapt.serving.export_folder import (
         ExportSettings,
         check_export_output,
         export_for_serving,
     )
 
+    static = args.backend == "openvino" and args.quantize == "int8"
     settings = ExportSettings(backend=args.backend, quantize=args.quantize,
-                              optimize=args.optimize, onnx_target=args.quantize_for,
+                              per_tensor=args.per_tensor,
                               calibration_source=None if args.calibration_data is None
-                              else Path(args.calibration_data).name)
+                              else Path(args.calibration_data).name,
+                              calibration_seed=args.seed if static else None)
     settings.check()  # flag combinations, before anything is read
     source = resolve_model_path(args.model)
     inputs = [("--calibration-data", calibration_file(args))]
     check_export_output(args.output, source, overwrite=args.overwrite, inputs=inputs)
     check_folder("--output", args.output.parent, shown=args.output)
-    require_backend(args.backend)  # one line naming tapt[onnx] / tapt[openvino]
+    require_export(args.backend, args.quantize)  # one line naming tapt[onnx] / [openvino]
     check_model_source(source)
+    refuse_export_folder(source, "torch")  # an export is exported from its source model
     settings = replace(settings, calibration_texts=calibration_texts(args))
     settings.check()  # an empty calibration corpus
-    options = ModelOptions(family=args.family, trust_remote_code=args.trust_remote_code,
-                           device="cpu", dtype="float32", backend=args.backend)
+    options = ModelOptions(family=args.family, max_seq_length=args.max_seq_length,
+                           trust_remote_code=args.trust_remote_code, device="cpu",
+                           dtype="float32")
     output = export_for_serving(args.model, args.output, settings, options=options,
                                 overwrite=args.overwrite, inputs=inputs)
     terminal.console.print(f"{settings.label()} export of {args.model} written to {output} "

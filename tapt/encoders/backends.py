@@ -1,38 +1,32 @@
-"""Inference backends of a SentenceTransformer: ``torch`` (default), ``onnx`` (ONNX Runtime
-through Optimum) and ``openvino`` (OpenVINO through Optimum Intel), as sentence-transformers'
-``SentenceTransformer(..., backend=...)`` names them.
+"""Inference backends of tapt's encoders: ``torch`` (default), ``onnx`` (ONNX Runtime) and
+``openvino`` (OpenVINO), the last two for folders ``tapt export`` wrote
+(:mod:`tapt.serving`), run by :class:`~tapt.serving.runtime.ExportedEncoder`.
 
-The ONNX and OpenVINO packages come with extras (``tapt[onnx]``, ``tapt[openvino]``, the
-same packages as ``sentence-transformers[onnx]`` / ``[openvino]``). :func:`require_backend`
-imports what a backend needs before any model loads and, when that fails, raises one
-:class:`BackendMissingError` line naming the extra and why the import failed (a package
-missing, or one installed at a version that does not import with this transformers).
-
-A folder written by ``tapt export`` records its backend in ``tapt_preset.json``
-(:func:`recorded_backend`), so loading it with another backend is refused in one line
-instead of failing deep inside transformers on the missing torch weights.
+The runtimes come with extras: ``tapt[onnx]`` (onnx, onnxscript, onnxruntime) and
+``tapt[openvino]`` (openvino, nncf, and onnx + onnxscript to write the graph it converts). :func:`require_backend` imports what running a
+backend needs and :func:`require_export` what exporting to it needs, before any model
+loads; when an import fails they raise one :class:`BackendMissingError` line naming the
+extra and why the import failed.
 """
 
 from __future__ import annotations
 
 import importlib
 
-from tapt.encoders.preset_record import read_record_hint
-
 BACKENDS: tuple[str, ...] = ("torch", "onnx", "openvino")
 EXTRAS = {"onnx": "tapt[onnx]", "openvino": "tapt[openvino]"}
 """The extra that installs each non-torch backend."""
-REQUIRED_MODULES = {"onnx": ("onnxruntime", "optimum.onnxruntime"),
-                    "openvino": ("openvino", "optimum.intel.openvino")}
-"""What each backend imports (sentence-transformers' ``load_onnx_model`` /
-``load_openvino_model`` import the same)."""
-REQUIRED_NAMES = {"optimum.onnxruntime": ("ORTModelForFeatureExtraction", "ORTQuantizer",
-                                          "ORTOptimizer"),
-                  "optimum.intel.openvino": ("OVModelForFeatureExtraction", "OVQuantizer")}
-"""The classes sentence-transformers' loaders and export functions take from them; Optimum's
-packages import these lazily, so a version that cannot import with this transformers
-fails only when one is read."""
-PACKAGES = {"onnx": "optimum-onnx and onnxruntime", "openvino": "optimum-intel and openvino"}
+REQUIRED_MODULES = {"onnx": ("onnxruntime", "tokenizers"),
+                    "openvino": ("openvino", "tokenizers")}
+"""What running an export needs."""
+EXPORT_MODULES = {"onnx": ("onnx", "onnxscript", "onnxruntime"),
+                  "openvino": ("onnx", "onnxscript", "openvino")}
+"""What writing one needs (ONNX int8 quantises with onnxruntime; OpenVINO converts the
+ONNX graph)."""
+QUANTIZE_MODULES = {"openvino": ("nncf",)}
+"""What quantising one needs beyond :data:`EXPORT_MODULES`."""
+PACKAGES = {"onnx": "onnx, onnxscript and onnxruntime",
+            "openvino": "openvino, nncf, onnx and onnxscript"}
 
 
 class BackendMissingError(ImportError, ValueError):
@@ -52,30 +46,22 @@ def check_backend_name(backend: str) -> str:
 
 
 def require_backend(backend: str) -> None:
-    """Import what ``backend`` needs (nothing for torch); :class:`BackendMissingError` when
-    an import fails."""
-    for module in REQUIRED_MODULES.get(check_backend_name(backend), ()):
+    """Import what running ``backend`` needs (nothing for torch);
+    :class:`BackendMissingError` when an import fails."""
+    _require(backend, REQUIRED_MODULES.get(check_backend_name(backend), ()))
+
+
+def require_export(backend: str, quantize: str | None = None) -> None:
+    """Import what exporting to ``backend`` (and quantising, when ``quantize``) needs."""
+    modules = EXPORT_MODULES.get(check_backend_name(backend), ())
+    _require(backend, modules + (QUANTIZE_MODULES.get(backend, ()) if quantize else ()))
+
+
+def _require(backend: str, modules: tuple[str, ...]) -> None:
+    for module in modules:
         try:
-            imported = importlib.import_module(module)
-            for name in REQUIRED_NAMES.get(module, ()):
-                getattr(imported, name)  # a lazy import: the real one happens here
-        except (ImportError, AttributeError, RuntimeError) as err:  # missing, or a version
-            text = str(err).strip()  # that does not import with this transformers
+            importlib.import_module(module)
+        except (ImportError, RuntimeError) as err:  # missing, or a build that cannot load
+            text = str(err).strip()
             first_line = text.splitlines()[0] if text else type(err).__name__
             raise BackendMissingError(backend, f"import {module} failed: {first_line}") from None
-
-
-def recorded_backend(name_or_path: str) -> str | None:
-    """The backend a ``tapt export`` folder records (``tapt_preset.json``), or None (no
-    record, or a record of a torch model)."""
-    record = read_record_hint(name_or_path, "no recorded backend is checked")
-    backend = (record or {}).get("backend")
-    return backend if isinstance(backend, str) and backend != "torch" else None
-
-
-def check_backend_matches(name_or_path: str, backend: str) -> None:
-    """Refuse to load a ``tapt export`` folder of one backend with another."""
-    recorded = recorded_backend(name_or_path)
-    if recorded is not None and recorded != backend:
-        raise ValueError(f"model '{name_or_path}' is a tapt export for the {recorded} backend "
-                         f"(its tapt_preset.json); pass --backend {recorded}")

@@ -21,11 +21,14 @@ from tapt.encoders.base import Encoder, TruncatedEncoder
 from tapt.encoders.loading import ModelSpec, load_sentence_transformer
 from tapt.encoders.long_passages import LongPassageError, LongPassages
 from tapt.encoders.sentence import SentenceTransformerEncoder
+from tapt.serving.manifest import read_manifest
+from tapt.serving.runtime import ExportedEncoder
 from tapt.util.bounds import (
     BATCH_SIZE,
     CONCURRENCY,
     RATE,
     SEQUENCE_LENGTH,
+    THREADS,
     TOKENS_PER_BATCH,
     WIDTH,
     check_optional,
@@ -44,8 +47,9 @@ class ModelOptions:
     dimensions (Matryoshka; an API model is asked for N dimensions); ``batch_size`` is
     the texts per encoding batch of the retriever or analysis that uses the encoder;
     ``long_passages`` how passages longer than the maximum length are encoded (local
-    models only: :mod:`tapt.encoders.long_passages`); ``backend`` torch, onnx or openvino
-    (local models: :mod:`tapt.encoders.backends`).
+    models only: :mod:`tapt.encoders.long_passages`); ``backend`` torch, or onnx /
+    openvino for a ``tapt export`` folder (:class:`~tapt.serving.runtime.ExportedEncoder`,
+    run with ``threads`` intra-op threads; None: the runtime's default).
     """
 
     family: str = "auto"
@@ -59,9 +63,11 @@ class ModelOptions:
     truncate_dim: int | None = None
     long_passages: LongPassages = field(default_factory=LongPassages)
     backend: str = "torch"
+    threads: int | None = None
 
     def __post_init__(self) -> None:
         check_backend_name(self.backend)
+        check_optional(THREADS, self.threads, "threads")
         check_optional(SEQUENCE_LENGTH, self.max_seq_length, "max_seq_length")
         check_optional(TOKENS_PER_BATCH, self.max_tokens_per_batch, "max_tokens_per_batch")
         BATCH_SIZE.check(self.batch_size, "batch_size")
@@ -128,16 +134,28 @@ class EncoderLoader:
                 raise ValueError(f"--backend {self.model.backend}: {self.name} is an API "
                                  "model; the backend applies to local models")
             self._encoder = _api_encoder(self.name, self.model, self.api)
+        elif self.model.backend != "torch":
+            if self.model.long_passages.chunked:
+                raise LongPassageError(f"--long-passages {self.model.long_passages.mode}: "
+                                       f"--backend {self.model.backend} encodes truncated "
+                                       "passages only; use --long-passages truncate")
+            require_backend(self.model.backend)  # a missing tapt[onnx] / [openvino]
+            read_manifest(self.name, self.model.backend)  # checked before any work
         else:
             self._spec = self.model.spec(self.name)
             self._spec.preset()  # an unknown family fails before anything loads
-            require_backend(self._spec.backend)  # a missing tapt[onnx] / [openvino] too
 
     @property
     def is_api(self) -> bool:
         return is_api_model(self.name)
 
     def __call__(self) -> Encoder:
+        if self._encoder is None and self.model.backend != "torch":
+            encoder = ExportedEncoder(self.name, self.model.backend,
+                                      threads=self.model.threads,
+                                      max_tokens_per_batch=self.model.max_tokens_per_batch,
+                                      show_progress=self.model.progress)
+            self._encoder = _truncated(encoder, self.model.truncate_dim)
         if self._encoder is None:
             encoder = SentenceTransformerEncoder.load(
                 self._spec, show_progress=self.model.progress,

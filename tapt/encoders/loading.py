@@ -14,11 +14,12 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from tapt.encoders.backends import check_backend_matches, check_backend_name, require_backend
+from tapt.encoders.backends import check_backend_name
 from tapt.encoders.model_paths import resolve_model_path
 from tapt.encoders.precision import resolve_dtype, torch_dtype
 from tapt.encoders.presets import get_preset
 from tapt.encoders.tokenizer_check import check_tokenizer
+from tapt.serving.manifest import MANIFEST_FILE, is_export_folder, recorded_backend
 from tapt.util.bounds import POSITIVE_INT, check_optional
 from tapt.util.families import FamilyPreset
 from tapt.util.ids import is_hub_id
@@ -193,10 +194,9 @@ def load_sentence_transformer(spec: ModelSpec):
     Every tapt command loads models here, so every one refuses, before encoding: a name
     that is neither a folder nor a loadable Hub id (:func:`check_model_source`), and a
     model whose tokenizer does not fit its weights
-    (:func:`tapt.encoders.tokenizer_check.check_tokenizer`). ``spec.backend`` onnx or
-    openvino loads through sentence-transformers' backend (an ONNX / OpenVINO file in the
-    folder, else exported by Optimum on the fly); its packages missing is one line naming
-    the extra (:func:`tapt.encoders.backends.require_backend`).
+    (:func:`tapt.encoders.tokenizer_check.check_tokenizer`). Torch models only: a
+    ``tapt export`` folder (ONNX / OpenVINO) is run by
+    :class:`~tapt.serving.runtime.ExportedEncoder`, and refused here in one line.
     """
     from sentence_transformers import SentenceTransformer
 
@@ -207,17 +207,9 @@ def load_sentence_transformer(spec: ModelSpec):
                          "the recipe (or pass --trust-remote-code) if you trust it")
     path = resolve_model_path(spec.name_or_path)
     check_model_source(path, spec.revision)
-    check_backend_matches(path, spec.backend)
-    require_backend(spec.backend)
+    refuse_export_folder(path, spec.backend)
     if spec.trust_remote_code:
         warn_remote_code(spec.name_or_path, spec.revision)
-    if spec.backend != "torch":
-        model = SentenceTransformer(path, device=spec.device, backend=spec.backend,
-                                    trust_remote_code=spec.trust_remote_code,
-                                    revision=spec.revision)
-        check_tokenizer(model, spec.name_or_path)
-        configure(model, spec, preset)
-        return model
     dtype = torch_dtype(resolve_dtype(spec.dtype, spec.device))
     model = SentenceTransformer(path, device=spec.device, trust_remote_code=spec.trust_remote_code,
                                 revision=spec.revision, model_kwargs={"dtype": dtype})
@@ -226,6 +218,19 @@ def load_sentence_transformer(spec: ModelSpec):
         model.to(dtype)
     configure(model, spec, preset)
     return model
+
+
+def refuse_export_folder(path: str, backend: str) -> None:
+    """A ``tapt export`` folder (ONNX / OpenVINO) or a non-torch ``backend`` is no
+    SentenceTransformer to load with torch: one line saying which backend runs it."""
+    if is_export_folder(path):
+        recorded = recorded_backend(path)
+        raise ValueError(f"model '{path}' is a tapt export for the {recorded} backend "
+                         f"({MANIFEST_FILE}); pass --backend {recorded}")
+    if backend != "torch":
+        raise ValueError(f"--backend {backend} runs a folder written by tapt export; "
+                         f"'{path}' is none (no {MANIFEST_FILE}): export it first with "
+                         f"tapt export {path} --backend {backend} --output DIR")
 
 
 COMMIT = re.compile(r"[0-9a-f]{40}")

@@ -54,10 +54,10 @@ class SentenceTransformerEncoder(Encoder):
             :meth:`encode_stream` yields one row per window and :meth:`encode_corpus`
             (one vector per passage) refuses.
 
-    A model loaded with the ``onnx`` or ``openvino`` backend (``backend`` of the
-    SentenceTransformer) is encoded by sentence-transformers' ``encode_query`` /
-    ``encode_document``; it has no torch weights to digest, so it has no cache key
-    (the embedding cache is off for it) and no compute dtype (the exported graph decides).
+    An ONNX or OpenVINO model is no SentenceTransformer for this class: ``tapt export``
+    writes one and :class:`~tapt.serving.runtime.ExportedEncoder` runs it. A model that
+    sentence-transformers itself loaded with another ``backend`` is encoded by its
+    ``encode_query`` / ``encode_document``, without a cache key or a compute dtype.
 
     Example::
 

@@ -19,13 +19,11 @@ from __future__ import annotations
 
 import importlib.resources
 import json
-import os
-import shutil
 from pathlib import Path
 
 from tapt.encoders.model_paths import PACKAGE_SCHEME
 from tapt.encoders.precision import torch_dtype
-from tapt.encoders.preset_record import RECORD_FILE, base_model_of, read_preset_record
+from tapt.encoders.preset_record import base_model_of, read_preset_record
 from tapt.recipe import Recipe
 from tapt.retrieval.metrics import METRIC_KEYS
 from tapt.retrieval.mteb_results import mteb_eval_results
@@ -34,8 +32,9 @@ from tapt.training.lora import merge_lora
 from tapt.training.split_notes import split_lines
 from tapt.training.weights import MergeError
 from tapt.training.zero_shot_gate import gate_lines
+from tapt.util import files
 from tapt.util.figures import save
-from tapt.util.files import atomic_write_json, atomic_write_text, publish
+from tapt.util.files import atomic_write_json, atomic_write_text
 from tapt.util.ids import is_hub_id
 
 LICENSE_ID = "apache-2.0"
@@ -387,34 +386,12 @@ def is_tapt_export(folder: Path) -> bool:
 
 def check_replaceable(output: Path, *, overwrite: bool,
                       error: type[Exception] = MergeError) -> None:
-    """An existing ``--output`` may be replaced only with ``overwrite`` and only when it is
-    a tapt export (raised as ``error`` otherwise); a missing one passes."""
-    if not (output.exists() or output.is_symlink()):
-        return
-    if not output.is_dir():
-        raise NotADirectoryError(f"--output {output}: exists and is not a folder")
-    if not overwrite:
-        raise FileExistsError(f"--output {output}: exists; pass --overwrite to replace "
-                              "it (only a tapt export is replaced)")
-    if not is_tapt_export(output):
-        raise error(f"--output {output}: not a tapt export (no modules.json, or no "
-                    f"{RECORD_FILE} that tapt wrote), so --overwrite does not replace it; "
-                    "choose another folder")
+    """:func:`tapt.util.files.check_replaceable` for a SentenceTransformer export."""
+    files.check_replaceable(output, overwrite=overwrite, error=error,
+                            replaceable=is_tapt_export)
 
 
 def replace_folder(staging: Path, output: Path, *, overwrite: bool) -> Path:
-    """Publish ``staging`` as ``output``; an existing tapt export there (``overwrite``) is
-    moved aside first and removed once the new one is in place (restored on failure)."""
-    if not (overwrite and output.exists()):
-        return publish(staging, output)
-    if not is_tapt_export(output):  # checked before loading; the folder may have changed
-        raise MergeError(f"--output {output}: not a tapt export; the merge stays in {staging}")
-    aside = output.with_name(f"{output.name}.old-{os.getpid()}")
-    output.replace(aside)
-    try:
-        publish(staging, output)
-    except BaseException:
-        aside.replace(output)
-        raise
-    shutil.rmtree(aside)
-    return output
+    """:func:`tapt.util.files.replace_folder` for a SentenceTransformer export."""
+    return files.replace_folder(staging, output, overwrite=overwrite,
+                                replaceable=is_tapt_export, error=MergeError)

@@ -192,6 +192,8 @@ WEIGHT_DECAY = Bound("in [0, 1]", low=0, high=1,
 ACCUMULATION = Bound("in [1, 65536] (a whole number)", integer=True, low=1, high=65536)
 WORKERS = Bound("in [0, 1024] (a whole number)", integer=True, low=0, high=1024,
                 why="processes")
+THREADS = Bound("in [1, 1024] (a whole number)", integer=True, low=1, high=1024,
+                why="intra-op threads of ONNX Runtime or OpenVINO")
 AVERAGED = Bound("in [2, 1000] (a whole number)", integer=True, low=2, high=1000,
                  why="checkpoints kept on disk and averaged")
 LORA_RANK = Bound("in [1, 65536] (a whole number)", integer=True, low=1, high=65536,

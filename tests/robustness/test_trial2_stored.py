@@ -729,23 +729,20 @@ def _hint_readers(folder: Path) -> dict[str, tuple]:
     """Each reader for which tapt_preset.json is only a hint: (its answer, what it says it
     does instead)."""
     from tapt.analysis.result_files import infer_kind
-    from tapt.encoders.backends import recorded_backend
     from tapt.encoders.preset_record import base_of
     from tapt.hub.push import recorded_remote_code
 
-    return {"backend": (recorded_backend(str(folder)), "no recorded backend is checked"),
-            "remote code": (recorded_remote_code(folder), "runs no code of its own"),
+    return {"remote code": (recorded_remote_code(folder), "runs no code of its own"),
             "result label": (infer_kind({"evaluated": {"model": str(folder)}}),
                              "labelled a base model"),
             "base model": (base_of(str(folder))[0], "recorded as")}
 
 
 @pytest.mark.reliability(
-    area=AREA, reader="preset record where it is a hint (backend, push remote code, result "
-                      "label, base model)",
+    area=AREA, reader="preset record where it is a hint (push remote code, result label, "
+                      "base model)",
     fault="tapt_preset.json cut short ('{') or needs_remote_code \"yes\"",
-    behaviour="each reader answers as if there were no record (no backend, no remote code, "
-              "a base model, the folder's own name) and warns naming the record, the field "
+    behaviour="each reader answers as if there were no record (no remote code, a base model, the folder's own name) and warns naming the record, the field "
               "and what it does instead")
 @pytest.mark.parametrize("text", ["{", '{"family": "default", "needs_remote_code": "yes"}'])
 def test_a_bad_record_read_as_a_hint_is_none_with_a_warning(text, model_copy, caplog):

@@ -20,15 +20,14 @@ def digest(folder) -> dict[str, bytes]:
 
 
 @pytest.mark.reliability(
-    area=AREA, reader="model loading with a backend (tapt.encoders.backends)",
-    fault="a tapt export for the onnx backend (tapt_preset.json backend: onnx) evaluated "
-          "without --backend onnx",
+    area=AREA, reader="model loading (tapt.encoders.loading) of a tapt export folder",
+    fault="an ONNX export (tapt_export.json backend: onnx) evaluated without --backend onnx",
     behaviour="refused before encoding, exit 2, one line naming the model and --backend onnx")
 def test_an_onnx_export_evaluated_with_torch_is_refused(model_copy, tiny_beir_path,
                                                         tmp_path, quiet_cli, capsys):
-    folder = model_copy  # a tapt export for the onnx backend
-    (folder / "tapt_preset.json").write_text(json.dumps(
-        {"family": "default", "stage": "export", "backend": "onnx"}), encoding="utf-8")
+    folder = model_copy  # stands for an export folder: it has the manifest
+    (folder / "tapt_export.json").write_text(json.dumps({"format": 1, "backend": "onnx"}),
+                                             encoding="utf-8")
     output = tmp_path / "metrics.json"
     code = main(["eval", "--model", str(folder), "--data", str(tiny_beir_path), "--quiet",
                  "--output", str(output)])
@@ -39,7 +38,7 @@ def test_an_onnx_export_evaluated_with_torch_is_refused(model_copy, tiny_beir_pa
 
 
 @pytest.mark.reliability(
-    area=AREA, reader="tapt export --output (tapt.training.backend_export)",
+    area=AREA, reader="tapt export --output (tapt.serving.export_folder)",
     fault="--output the source model folder itself, a folder inside it, and (with "
           "--overwrite) a folder that is not a tapt export",
     behaviour="each refused before loading, exit 2, one line; the source and the folder "
@@ -69,9 +68,9 @@ def test_an_export_never_writes_into_its_source(model_copy, tmp_path, quiet_cli,
 @pytest.mark.parametrize("backend", ["onnx", "openvino"])
 def test_a_missing_backend_is_one_line(backend, tiny_bert_path, tmp_path, monkeypatch,
                                        quiet_cli, capsys):
-    from tapt.encoders.backends import EXTRAS, REQUIRED_MODULES
+    from tapt.encoders.backends import EXPORT_MODULES, EXTRAS
 
-    for module in REQUIRED_MODULES[backend]:
+    for module in EXPORT_MODULES[backend]:
         monkeypatch.setitem(sys.modules, module, None)
     code = main(["export", str(tiny_bert_path), "--backend", backend, "--output",
                  str(tmp_path / "out")])

@@ -1,0 +1,170 @@
+"""An export folder as an :class:`~tapt.encoders.base.Encoder`: texts tokenized by the
+``tokenizers`` library from the folder's ``tokenizer.json`` (prompt prepended, truncated
+to the preset's length), batched by a token budget longest first
+(:mod:`tapt.encoders.token_batches`, as tapt's torch path batches), padded on the preset's
+side and run through ONNX Runtime or OpenVINO with a set number of threads. The graph
+holds pooling and normalisation, so its output is the embedding.
+
+The folder's manifest is checked before anything loads (:mod:`tapt.serving.manifest`);
+the embedding cache is keyed on the digests of the graph and tokenizer files.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from tapt.encoders.base import EncodedBatch, Encoder, TextKind, collect_in_order
+from tapt.encoders.token_batches import TokenizedTexts, pad_rows, token_budget_batches
+from tapt.serving.manifest import ExportFolderError, Manifest, read_manifest
+from tapt.util.bounds import POSITIVE_INT, check_optional
+
+TOKEN_BUDGET = 4096
+"""Padded tokens per batch by default (as tapt's torch path on a CPU)."""
+BLOCK_TEXTS = 16_384
+"""Texts tokenized at a time: memory stays bounded on a 1M-passage corpus."""
+TOKENIZER_FILE = "tokenizer.json"
+
+
+def runtime_session(manifest: Manifest, threads: int | None):
+    """``run(feed) -> embeddings``: the folder's graph compiled by its runtime on the CPU,
+    with ``threads`` intra-op threads (None: the runtime's default, all cores)."""
+    path = str(manifest.folder / manifest.graph)
+    if manifest.backend == "onnx":
+        import onnxruntime
+
+        options = onnxruntime.SessionOptions()
+        if threads:
+            options.intra_op_num_threads = threads
+            options.inter_op_num_threads = 1
+        options.log_severity_level = 3  # warnings about unused initialisers are noise here
+        session = onnxruntime.InferenceSession(path, options,
+                                               providers=["CPUExecutionProvider"])
+        return lambda feed: session.run(None, feed)[0]
+    import openvino
+
+    config = {"INFERENCE_PRECISION_HINT": "f32"}  # not bf16 on AMX CPUs: as exported
+    if threads:
+        config["INFERENCE_NUM_THREADS"] = threads
+    compiled = openvino.Core().compile_model(path, "CPU", config)
+    request = compiled.create_infer_request()
+    return lambda feed: np.array(request.infer(feed)[0], copy=True)
+
+
+class ExportedEncoder(Encoder):
+    """Encode with a ``tapt export`` folder through ONNX Runtime or OpenVINO.
+
+    Args:
+        folder: The export folder (its manifest is checked first).
+        backend: ``onnx`` or ``openvino``; None takes the folder's.
+        threads: Intra-op threads (None: the runtime's default).
+        max_tokens_per_batch: Padded tokens per batch (default :data:`TOKEN_BUDGET`).
+        show_progress: A progress bar over the texts.
+
+    Raises:
+        ExportFolderError: the folder is no export, a file differs from its manifest, or
+            it was exported for the other backend.
+
+    Example::
+
+        with ExportedEncoder("runs/x/onnx-int8") as encoder:
+            encoder.encode_queries(["Which binder does the primer use?"]).shape  # (1, 384)
+    """
+
+    def __init__(self, folder: str | os.PathLike, backend: str | None = None, *,
+                 threads: int | None = None, max_tokens_per_batch: int | None = None,
+                 show_progress: bool = False) -> None:
+        from tokenizers import Tokenizer
+
+        self.manifest = read_manifest(folder, backend)
+        self.name = str(folder)
+        self.backend = self.manifest.backend
+        self.threads = check_optional(POSITIVE_INT, threads, "threads")
+        self.max_tokens = check_optional(POSITIVE_INT, max_tokens_per_batch,
+                                         "max_tokens_per_batch") or TOKEN_BUDGET
+        self.show_progress = show_progress
+        preset = self.manifest.preset
+        self.normalize = preset.similarity == "cosine"
+        tokenizer_file = Path(folder) / TOKENIZER_FILE
+        if TOKENIZER_FILE not in self.manifest.files:
+            raise ExportFolderError(f"{tokenizer_file}: the export holds no tokenizer.json")
+        self.tokenizer = Tokenizer.from_file(str(tokenizer_file))
+        self.tokenizer.no_padding()
+        self.tokenizer.enable_truncation(preset.max_seq_length)
+        self._run = runtime_session(self.manifest, self.threads)
+
+    @property
+    def embedding_dim(self) -> int:
+        return self.manifest.preset.dim
+
+    @property
+    def compute_dtype(self) -> str | None:
+        """The export's precision: ``float32`` or its quantisation."""
+        return self.manifest.precision
+
+    def prompt(self, kind: TextKind) -> str:
+        preset = self.manifest.preset
+        return preset.query_prompt if kind == "query" else preset.document_prompt
+
+    def cache_key(self, kind: TextKind = "document") -> dict:
+        """The digests of every file the encoder reads, the prompt and the backend."""
+        return {"export": self.manifest.graph_digest, "backend": self.backend,
+                "kind": kind, "prompt": self.prompt(kind),
+                "max_length": self.manifest.preset.max_seq_length}
+
+    def result_info(self) -> dict:
+        """``evaluated.backend`` / ``evaluated.export`` of a result JSON."""
+        return {"backend": self.backend,
+                "export": {"precision": self.manifest.precision, "threads": self.threads,
+                           "source": (self.manifest.record.get("source") or {}).get("name")}}
+
+    def tokenize(self, texts: Sequence[str], kind: TextKind) -> TokenizedTexts:
+        """Token ids of ``texts`` with ``kind``'s prompt, truncated, special tokens added."""
+        prompt = self.prompt(kind)
+        encodings = self.tokenizer.encode_batch([prompt + text for text in texts])
+        return TokenizedTexts.from_lists([encoding.ids for encoding in encodings])
+
+    def _feed(self, tokenized: TokenizedTexts, positions: np.ndarray) -> dict:
+        preset = self.manifest.preset
+        input_ids, mask = pad_rows(tokenized, positions, preset.pad_id,
+                                   left=preset.padding_side == "left")
+        feed = {"input_ids": input_ids, "attention_mask": mask}
+        if "token_type_ids" in preset.inputs:
+            feed["token_type_ids"] = np.zeros_like(input_ids)
+        return feed
+
+    def encode_stream(self, texts: Sequence[str], kind: TextKind = "document",
+                      batch_size: int = 32) -> Iterator[EncodedBatch]:
+        """Blocks of :data:`BLOCK_TEXTS` texts, each tokenized once and cut into batches
+        of at most ``max_tokens_per_batch`` padded tokens, longest first."""
+        bar = tqdm(total=len(texts), desc=f"encode {kind}s ({self.backend})", unit="text",
+                   disable=None if self.show_progress else True)
+        try:
+            for start in range(0, len(texts), BLOCK_TEXTS):
+                tokenized = self.tokenize(texts[start:start + BLOCK_TEXTS], kind)
+                for positions in token_budget_batches(tokenized.lengths, self.max_tokens):
+                    embeddings = self._run(self._feed(tokenized, positions))
+                    bar.update(len(positions))
+                    yield EncodedBatch(positions=positions + start,
+                                       embeddings=np.asarray(embeddings, dtype=np.float32),
+                                       tokens=int(tokenized.lengths[positions].sum()))
+        finally:
+            bar.close()
+
+    def encode_queries(self, texts: Sequence[str], batch_size: int = 32) -> np.ndarray:
+        return collect_in_order(self.encode_stream(texts, "query", batch_size), len(texts),
+                                self.embedding_dim)
+
+    def encode_corpus(self, texts: Sequence[str], batch_size: int = 32) -> np.ndarray:
+        return collect_in_order(self.encode_stream(texts, "document", batch_size),
+                                len(texts), self.embedding_dim)
+
+    def text_length(self, text: str) -> int:
+        return len(self.tokenizer.encode(text).ids)
+
+    def count_tokens(self, texts: Sequence[str]) -> int:
+        return self.tokenize(texts, "document").total_tokens
