@@ -79,7 +79,7 @@ rescore = number_type(bounds.RESCORE, "rescore")
 calibration_size = number_type(bounds.CALIBRATION, "calibration_size")
 map_sample = number_type(bounds.MAP_SAMPLE, "map_sample")
 cases_shown = number_type(bounds.CASES_SHOWN, "cases_shown")
-
+threads = number_type(bounds.THREADS, "threads")
 
 
 def relevant_from(text: str) -> int | str:
@@ -127,7 +127,7 @@ NUMBER_TYPES = (positive_int, non_negative_int, seed, positive_float, non_negati
                 skip_top, count, positive_count, sample_size, bm25_k1, rrf_k, resamples,
                 concurrency, rate, cache_gb, days, synth_queries, synth_distractors,
                 soup_size, rescore, calibration_size, map_sample, cases_shown,
-                dev_carve_size)
+                dev_carve_size, threads)
 """The only ``type=`` a numeric flag may have (a test walks the parser tree)."""
 
 

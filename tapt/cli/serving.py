@@ -14,16 +14,14 @@ from tapt.cli.options import (
     calibration_size,
     check_folder,
     family_help,
-    number_type,
     rescore,
     seed,
     sequence_length,
+    threads,
 )
-from tapt.util import bounds
 
 BACKEND_CHOICES = ("torch", "onnx", "openvino")
 PRECISION_CHOICES = ("float32", "int8", "uint8", "binary", "ubinary")
-threads = number_type(bounds.THREADS, "threads")
 
 
 def add_backend_args(parser: argparse.ArgumentParser) -> None:
