@@ -1,4 +1,4 @@
-"""One factory for models and retrievers (issue 15, item 1): every command that takes a
+"""One factory for models and retrievers: every command that takes a
 model takes the same model and API flags; only :mod:`tapt.encoders.factory` turns a name
 (or a loaded model) into an encoder; the ``lenient`` mapping is written once; every
 encoder a command opens is closed."""

@@ -1,4 +1,4 @@
-"""An output may not land on an input (issue 22, class 2).
+"""An output may not land on an input.
 
 Every command that writes is tried with each of its outputs on each kind of input it reads
 (the data folder's files, a model folder, a result file, a mined file, a run folder, the

@@ -1,4 +1,4 @@
-"""Second hostile trial (issue 22), class 7: messages and small wrongs. ``tapt report`` names
+"""Messages and small wrongs. ``tapt report`` names
 the training length the run had; a cache flag on a file is refused naming the flag; one
 reading of numbers for every recipe key; ``data.batch_by=label:`` says what YAML made of it;
 ``--by`` never merges different label values into one group; ``tapt data synth`` refuses

@@ -1,5 +1,5 @@
-"""Stored artefacts read back without a check, and cache writes under concurrency (issue 22,
-classes 1 and 6): embedding shards, Arrow corpora, teacher scores, mined negatives and
+"""Stored artefacts read back without a check, and cache writes under concurrency:
+embedding shards, Arrow corpora, teacher scores, mined negatives and
 checkpoints carry a content digest checked when read (``tapt.util.digests``); a failed cache write
 never aborts the work it was caching; ``tapt cache prune`` keeps off a folder in use."""
 

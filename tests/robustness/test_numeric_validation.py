@@ -1,5 +1,5 @@
-"""Values refused where they are given (issue 14, defects 10 (schema), 11, 12, and output
-paths): a recipe value that can be checked without loading anything is checked by the
+"""Values refused where they are given (recipe values, numeric flags, output paths): a
+recipe value that can be checked without loading anything is checked by the
 schema (``tapt validate``, ``load_recipe``), naming the key; every numeric flag of every
 command goes through one of ``tapt.cli.options.NUMBER_TYPES``; the library functions
 behind the flags refuse the same values naming the parameter; and every output path is

@@ -1,5 +1,4 @@
-"""Models and exports that are not what they claim (issue 14, defect 1 and three smaller
-points): a model folder whose tokenizer lost its vocabulary is refused before encoding (and
+"""Models and exports that are not what they claim: a model folder whose tokenizer lost its vocabulary is refused before encoding (and
 before a push); a run's ``tapt_preset.json`` names no path of this machine; a missing
 model path says so, offline, without asking the Hub; ``openai:`` without a model names the
 expected form."""

@@ -1,4 +1,4 @@
-"""Two sweeps on one folder (issue 22, class 6): a sweep folder is locked like a run folder
+"""Two sweeps on one folder: a sweep folder is locked like a run folder
 (:mod:`tapt.training.run_lock`). A second ``tapt sweep`` on it is refused at once, naming
 the holder's pid, and writes nothing (it used to record the first sweep's running trials as
 failed and, writing last, name the worse trial the winner); a lock a killed sweep left is

@@ -1,4 +1,4 @@
-"""Tokens in names (issue 22, class 4): a name tapt derives from a user's value never holds a
+"""Tokens in names: a name tapt derives from a user's value never holds a
 secret (sweep trial folders, the run name the trainer records), an output path holding one
 is refused, and ``tapt push`` refuses an export with a secret in any path it would upload
 (a real push would publish it as a repository path)."""
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from robustness.test_trial_secrets import TOKEN, leaking_files
+from robustness.test_secrets import TOKEN, leaking_files
 
 AREA = "secrets"
 PLAIN_SECRET = "correct-horse-battery-staple-42"

@@ -1,4 +1,4 @@
-"""Identifiers and secrets (issue 14, defects 7, 8, 9): redaction never rewrites a data id by
+"""Identifiers and secrets: redaction never rewrites a data id by
 a pattern; Hub repository ids follow huggingface_hub's rules; a token given to tapt through
 overrides and data reaches no file of the run folder, no W&B file and no printed line."""
 

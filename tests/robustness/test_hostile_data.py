@@ -1,4 +1,4 @@
-"""Data rules found in trials (issue 14): split leakage against qrels files that are not
+"""Data rules: split leakage against qrels files that are not
 loaded, ids that break TREC run files, and public BEIR qrels that mark relevant passages
 with grade 1 (the relevance rule)."""
 

@@ -1,4 +1,4 @@
-"""Second hostile trial (issue 22), classes 3 and 5: results compared across different data,
+"""Results compared across different data,
 and numbers that are finite but absurd.
 
 Class 3: every result file records the content fingerprint of the data it evaluated

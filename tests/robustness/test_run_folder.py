@@ -1,4 +1,4 @@
-"""The run folder (issue 14): resume never mixes two datasets or two models, one training
+"""The run folder: resume never mixes two datasets or two models, one training
 at a time per folder, ``--overwrite`` moves only tapt runs, a failed start never blocks the
 corrected rerun, and Ctrl-C says where to resume."""
 

@@ -1,4 +1,4 @@
-"""Serving exports that are used the wrong way (issue 25): a folder ``tapt export`` wrote
+"""Serving exports that are used the wrong way: a folder ``tapt export`` wrote
 for ONNX evaluated with torch, an export asked to write into its own source, a backend
 whose packages are missing, and quantised-index flags that do not combine."""
 
