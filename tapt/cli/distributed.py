@@ -18,7 +18,6 @@ from __future__ import annotations
 import functools
 import logging
 import os
-import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
@@ -67,23 +66,6 @@ def processes() -> Iterator[None]:
         logger.setLevel(level)
         if owned:
             dist.destroy_process_group()
-
-
-def close_process_group() -> None:
-    """Destroy a process group still open when a command ends under a launcher (accelerate's,
-    for ``tapt train`` and ``tapt dapt``): left to interpreter exit, gloo's worker threads
-    are torn down by static destructors, and a rank could abort with SIGABRT ("terminate
-    called without an active exception") after its work was done. No barrier: a rank that
-    failed must not make the others wait."""
-    if launched_world_size() <= 1 or "torch.distributed" not in sys.modules:
-        return
-    import torch.distributed as dist
-
-    if dist.is_available() and dist.is_initialized():
-        try:
-            dist.destroy_process_group()
-        except (RuntimeError, ValueError) as err:  # already torn down by its owner
-            logging.getLogger("tapt").debug("process group not destroyed: %s", err)
 
 
 def multiprocess(handler: Callable[..., int]) -> Callable[..., int]:

@@ -24,9 +24,9 @@ from tapt.cli import (
     terminal,
     training,
 )
-from tapt.cli.distributed import close_process_group
 from tapt.cli.options import CommandParser, check_cache_folders
 from tapt.data.beir import DataError
+from tapt.util.process_group import close_process_group
 
 logger = logging.getLogger("tapt")
 GROUPS = (data, retrieval, serving, training, selection, hub, analysis, cases, cache)

@@ -23,6 +23,7 @@ from tapt.training.errors import TrainingInterrupted
 from tapt.training.run_dir import RunDir
 from tapt.util.files import atomic_write_json, ensure_free_space, parameter_bytes, staging_folder
 from tapt.util.finite import metric_value
+from tapt.util.process_group import close_at_exit
 from tapt.util.provenance import provenance
 
 logger = logging.getLogger(__name__)
@@ -79,6 +80,7 @@ def run_trainer(trainer, run: RunDir, resume_from: str | None) -> None:
     Ctrl-C becomes :class:`~tapt.training.errors.TrainingInterrupted` (the last checkpoint)."""
     from tapt.training.nonfinite import NonFiniteTrainingError
 
+    close_at_exit()  # under torchrun, also when train() is called from Python
     try:
         trainer.train(resume_from_checkpoint=resume_from)
     except KeyboardInterrupt:

@@ -146,3 +146,14 @@ def test_two_processes_train_on_mined_negatives(make_recipe, tmp_path, tiny_bert
         assert set(r["local_queries"]) == {batch}
         assert set(r["candidates"]) == {2 * batch * (2 + k)}
     assert (output / "final" / "model.safetensors").is_file()
+
+
+def test_a_run_started_from_python_closes_its_process_group_before_exit(tmp_path):
+    """Training called from Python under torchrun (no tapt command around it) destroys the
+    process group at exit, before C++ static destructors tear gloo's threads down (which
+    aborted ranks with SIGABRT now and then): an atexit handler that runs after tapt's
+    finds the group closed on both ranks."""
+    done = torchrun_two([str(WORKER.with_name("exit_worker.py")), str(tmp_path)], 29541)
+    assert done.returncode == 0, done.stderr[-3000:]
+    states = [(tmp_path / f"rank{rank}.txt").read_text(encoding="utf-8") for rank in (0, 1)]
+    assert states == ["closed", "closed"]

@@ -1,0 +1,40 @@
+"""Destroying a ``torch.distributed`` process group before the interpreter exits.
+
+Left to interpreter exit, gloo's worker threads are torn down by C++ static destructors,
+and a rank can abort with SIGABRT ("terminate called without an active exception") after
+its work was done: a flaky exit of every multi-process run. tapt's command line closes the
+group when a command ends (:mod:`tapt.cli.main`); training registers the same close with
+:mod:`atexit` (which runs before the static destructors), so a run started from Python
+under ``torchrun`` (the Trainer's accelerator opens the group) exits cleanly too.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import sys
+
+_registered = False
+
+
+def close_process_group() -> None:
+    """Destroy the default process group if one is open under a launcher. No barrier: a
+    rank that failed must not make the others wait."""
+    if int(os.environ.get("WORLD_SIZE", "1")) <= 1 or "torch.distributed" not in sys.modules:
+        return
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        try:
+            dist.destroy_process_group()
+        except (RuntimeError, ValueError) as err:  # already torn down by its owner
+            logging.getLogger("tapt").debug("process group not destroyed: %s", err)
+
+
+def close_at_exit() -> None:
+    """Register :func:`close_process_group` with :mod:`atexit` (once per process)."""
+    global _registered
+    if not _registered:
+        atexit.register(close_process_group)
+        _registered = True
