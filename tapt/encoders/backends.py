@@ -3,8 +3,8 @@
 (:mod:`tapt.serving`), run by :class:`~tapt.serving.runtime.ExportedEncoder`.
 
 The runtimes come with extras: ``tapt[onnx]`` (onnx, onnxscript, onnxruntime) and
-``tapt[openvino]`` (openvino, nncf, and onnx + onnxscript to write the graph it converts). :func:`require_backend` imports what running a
-backend needs and :func:`require_export` what exporting to it needs, before any model
+``tapt[openvino]`` (openvino, nncf, and onnx + onnxscript to write the graph it
+converts). :func:`require_backend` imports what running a backend needs and :func:`require_export` what exporting to it needs, before any model
 loads; when an import fails they raise one :class:`BackendMissingError` line naming the
 extra and why the import failed.
 """

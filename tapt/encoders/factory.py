@@ -140,7 +140,7 @@ class EncoderLoader:
                                        f"--backend {self.model.backend} encodes truncated "
                                        "passages only; use --long-passages truncate")
             require_backend(self.model.backend)  # a missing tapt[onnx] / [openvino]
-            read_manifest(self.name, self.model.backend)  # checked before any work
+            self._manifest = read_manifest(self.name, self.model.backend)  # before any work
         else:
             self._spec = self.model.spec(self.name)
             self._spec.preset()  # an unknown family fails before anything loads
@@ -154,7 +154,8 @@ class EncoderLoader:
             encoder = ExportedEncoder(self.name, self.model.backend,
                                       threads=self.model.threads,
                                       max_tokens_per_batch=self.model.max_tokens_per_batch,
-                                      show_progress=self.model.progress)
+                                      show_progress=self.model.progress,
+                                      manifest=self._manifest)  # hashed once, at __init__
             self._encoder = _truncated(encoder, self.model.truncate_dim)
         if self._encoder is None:
             encoder = SentenceTransformerEncoder.load(

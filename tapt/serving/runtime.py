@@ -64,6 +64,8 @@ class ExportedEncoder(Encoder):
         threads: Intra-op threads (None: the runtime's default).
         max_tokens_per_batch: Padded tokens per batch (default :data:`TOKEN_BUDGET`).
         show_progress: A progress bar over the texts.
+        manifest: The folder's manifest, already checked (:func:`read_manifest`): not
+            hashed again.
 
     Raises:
         ExportFolderError: the folder is no export, a file differs from its manifest, or
@@ -77,10 +79,10 @@ class ExportedEncoder(Encoder):
 
     def __init__(self, folder: str | os.PathLike, backend: str | None = None, *,
                  threads: int | None = None, max_tokens_per_batch: int | None = None,
-                 show_progress: bool = False) -> None:
+                 show_progress: bool = False, manifest: Manifest | None = None) -> None:
         from tokenizers import Tokenizer
 
-        self.manifest = read_manifest(folder, backend)
+        self.manifest = manifest or read_manifest(folder, backend)
         self.name = str(folder)
         self.backend = self.manifest.backend
         self.threads = check_optional(POSITIVE_INT, threads, "threads")
