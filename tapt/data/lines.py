@@ -23,7 +23,28 @@ _SURROGATE = re.compile(r"[\ud800-\udfff]")
 
 
 class DataError(ValueError):
-    """Invalid dataset input. The message names the file, the line and the field."""
+    """Invalid dataset input. The message names the file, the line and the field.
+
+    A :class:`ValueError`, so ``except ValueError`` catches it too.
+
+    Args:
+        path: The file (or folder, or ``hf://`` label) that holds the problem.
+        message: What is wrong.
+        line: The 1-based line number, if the problem is on one line.
+        field_name: The JSON field or qrels column, if one is at fault.
+
+    Attributes:
+        path: ``path`` as a string.
+        line: ``line``.
+        field: ``field_name``.
+
+    Example::
+
+        try:
+            dataset = load_data("data/scifact")
+        except DataError as err:
+            print(err)  # data/scifact/qrels/dev.tsv: file not found (SciFact has no dev)
+    """
 
     def __init__(self, path: str | os.PathLike, message: str, line: int | None = None,
                  field_name: str | None = None) -> None:

@@ -58,9 +58,40 @@ def load_data(source: str | os.PathLike, config: str | None = None,
               corpus_store: str = "memory",
               corpus_cache: str | os.PathLike | None = None) -> BeirDataset:
     """Load ``source``: a local BEIR folder, a local folder holding configs as subfolders,
-    or a Hub dataset id (with ``config``). See :func:`load_beir_folder` for the options;
-    ``corpus_store`` (``memory``, ``arrow``, ``auto``) and ``corpus_cache`` apply to local
-    folders and Hub datasets alike."""
+    or a Hub dataset id (with ``config``). Every line is validated as
+    :func:`~tapt.data.beir.load_beir_folder` validates a local folder.
+
+    Args:
+        source: A BEIR folder, a folder of configs (``<source>/<config>/``), or a Hub
+            dataset id such as ``vinven7/FormBench``.
+        config: The config (subfolder) to load; FormBench's paper names work too (``C0``,
+            ``C1``, ``random``, ``structured``, ``sample``). Required for a Hub dataset.
+        splits: The qrels splits to read.
+        revision: The Hub revision (branch, tag or commit) of a Hub dataset.
+        require_anchor: Every query must have a relevant passage (FormBench); False
+            keeps queries without one.
+        relevant_from: The relevance rule: ``auto`` or the lowest relevant grade.
+        allow_empty: Keep passages whose text is empty.
+        leaks: A query also judged in another qrels file: ``error`` or ``warn``.
+        corpus_store: ``memory`` (a dict), ``arrow`` (a memory-mapped Arrow corpus,
+            validated once and cached) or ``auto`` (Arrow for a corpus of 256 MiB or more).
+        corpus_cache: The Arrow corpus cache folder (None: ``$TAPT_CACHE_DIR/corpus``
+            or ``~/.cache/tapt/corpus``).
+
+    Returns:
+        The validated :class:`~tapt.data.beir.BeirDataset`.
+
+    Raises:
+        DataError: no such folder or config, a Hub dataset that cannot be loaded (the
+            message says how to download it), or invalid data (file, line and field).
+        ValueError: an unknown ``corpus_store`` or an invalid ``relevant_from``.
+
+    Example::
+
+        dataset = load_data("data/scifact", splits=["test"], require_anchor=False,
+                            allow_empty=True)
+        formbench = load_data("vinven7/FormBench", config="structured", splits=["test"])
+    """
     config = config_name(config)
     splits = tuple(splits)
     check_corpus_cache(corpus_cache)

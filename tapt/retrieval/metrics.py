@@ -61,8 +61,28 @@ def score_run(qrels: Qrels, run: Mapping[str, Mapping[str, float]], *,
     relevant passage under that metric: binary metrics over queries with a relevant
     passage, graded nDCG over queries with any positive grade. A judged query with nothing
     retrieved scores 0 (pytrec_eval alone would drop it); run entries for queries
-    without qrels are ignored. Qrels in which no query has a relevant passage are a
-    ValueError: every metric would be 0.
+    without qrels are ignored.
+
+    Args:
+        qrels: Query id -> {passage id -> grade}.
+        run: Query id -> {passage id -> score}, any order, any depth (the metrics read
+            the top 10 and the top 100).
+        relevant_from: The lowest relevant grade; None: the ``auto`` rule.
+
+    Returns:
+        A :class:`MetricResult`: ``mean`` (each of :data:`METRIC_KEYS` averaged) and
+        ``per_query`` (each query's own values).
+
+    Raises:
+        ValueError: no query has a relevant passage: every metric would be 0.
+
+    Example::
+
+        qrels = {"q1": {"d1": 3, "d2": 2}, "q2": {"d3": 3}}
+        run = {"q1": {"d2": 0.9, "d1": 0.8}, "q2": {"d3": 0.7}}
+        result = score_run(qrels, run)
+        result.mean["mrr@10"]             # 0.75: q1's anchor at rank 2, q2's at rank 1
+        result.per_query["q1"]["mrr@10"]  # 0.5
     """
     if relevant_from is None:
         relevant_from = choose_rule("auto", max_grade([qrels])).relevant_from

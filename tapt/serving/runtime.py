@@ -70,6 +70,8 @@ class ExportedEncoder(Encoder):
     Raises:
         ExportFolderError: the folder is no export, a file differs from its manifest, or
             it was exported for the other backend.
+        ValueError: ``threads`` or ``max_tokens_per_batch`` is not a positive whole
+            number.
 
     Example::
 

@@ -95,6 +95,9 @@ def register_family(name: str, *, pooling: str | None = None,
         default_model: The family's reference model (informational).
         overwrite: Replace a family of that name (else registering it again is an error).
 
+    Returns:
+        The registered :class:`FamilyPreset`.
+
     Raises:
         FamilyError: an argument is invalid (the message names it), or ``name`` is taken.
 
@@ -161,7 +164,16 @@ def unregister_family(name: str, *, missing_ok: bool = False) -> None:
 
 
 def registered_families() -> list[str]:
-    """The names ``family`` accepts besides ``auto``, sorted."""
+    """The names ``family`` accepts besides ``auto``, sorted.
+
+    Returns:
+        The registered family names: the built-ins (``default``, ``gte``, ``nomic``,
+        ``qwen3``) and those added by :func:`register_family`.
+
+    Example::
+
+        registered_families()  # ['default', 'gte', 'nomic', 'qwen3']
+    """
     return sorted(PRESETS)
 
 
