@@ -233,7 +233,7 @@ def parts(row: dict, data: Path, cache: Path, dim: int) -> dict[str, float]:
     per_text = tokens / max(passages, 1)
     block = min(tokens, BLOCK_TOKENS + TOKENIZE_CHUNK * per_text)
     arrow = sum(path.stat().st_size for path in cache.glob("*.arrow")
-                if CACHED_NAME.fullmatch(path.name))  # not files of older tapt versions
+                if CACHED_NAME.fullmatch(path.name))  # tapt's cached corpora only
     ids = dict.fromkeys(passage_id(i) for i in range(10_000))
     id_bytes = (sys.getsizeof(ids) + sum(map(sys.getsizeof, ids))) / len(ids) * passages
     return {"corpus.jsonl": (data / "corpus.jsonl").stat().st_size / GIB,

@@ -81,7 +81,7 @@ def zero_shot(args) -> dict:
     from tapt.recipe import load_recipe
     from tapt.retrieval.dense import DenseRetriever
     from tapt.retrieval.evaluate import evaluate
-    from tapt.training.contrastive import load_recipe_data
+    from tapt.training.inputs import load_recipe_data
     from tapt.training.run import model_spec
 
     cached = args.out / "zero-shot.json"

@@ -675,7 +675,7 @@ def novel_figure(path: Path, metric: str) -> float | None:
     """``metric`` on the novel queries of the result file ``path`` (its ``train_overlap``
     section, checked), or None when the file does not record one."""
     from tapt.analysis.result_files import read_result
-    from tapt.training.split_notes import record_problem
+    from tapt.run_folder.split_records import record_problem
 
     result = read_result(path) if path.is_file() else None
     overlap = None if result is None else result.get("train_overlap")
@@ -745,7 +745,7 @@ def novel_ids(result: dict) -> set[str] | None:
     """The novel queries of one result file: those of its ``per_query`` that its
     ``train_overlap`` does not call seen, else (an older file) those ``--data`` gives no
     train positive (:data:`NOVEL_FROM_DATA`); None when neither is known."""
-    from tapt.training.split_notes import record_problem
+    from tapt.run_folder.split_records import record_problem
 
     per_query = result.get("per_query") or {}
     overlap = result.get("train_overlap")

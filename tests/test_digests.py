@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 
 import pytest
 
@@ -43,7 +44,7 @@ def test_mismatch_says_why(tmp_path):
     path.unlink()
     assert "missing" in mismatch(path, record)
     for unusable in (None, {}, {"bytes": 10}, {"bytes": "10", "sha256": "x"}, 5):
-        assert "no content digest recorded" in mismatch(path, unusable)
+        assert mismatch(path, unusable) == "no usable content digest recorded for it"
 
 
 def test_sidecar_round_trip_with_extra_fields_and_its_damage(tmp_path):
@@ -64,3 +65,30 @@ def test_sidecar_round_trip_with_extra_fields_and_its_damage(tmp_path):
     assert read_sidecar(path) is None and "no digest record beside it" in check_sidecar(path)
     remove_sidecar(path)  # none left: no error
     assert json.loads(write_sidecar(path, {"bytes": 3, "sha256": "x"}).read_text())["bytes"] == 3
+
+
+def test_a_settled_file_is_hashed_once_per_process_and_again_when_it_changes(tmp_path,
+                                                                              monkeypatch):
+    """The fingerprint at a run's start and its test results read the same corpus: a file
+    unchanged since it was hashed is not read again; any write makes it read again, and a
+    file written moments ago is always read (file times tick coarsely)."""
+    from tapt.util import digests
+
+    reads = []
+    stream = digests._stream_digest
+    monkeypatch.setattr(digests, "_stream_digest", lambda path: reads.append(path) or
+                        stream(path))
+    monkeypatch.setattr(digests, "_DIGESTS", {})
+    path = tmp_path / "corpus.jsonl"
+    path.write_bytes(b'{"_id": "d1", "text": "an epoxy primer"}\n')
+    first = digests.file_digest(path)
+    assert digests.file_digest(path) == first and len(reads) == 2  # fresh: read each time
+    monkeypatch.setattr(digests, "SETTLED_NS", -1)  # as if written long ago
+    digests.file_digest(path)
+    assert digests.file_digest(path) == first and len(reads) == 3  # remembered
+    before = path.stat().st_mtime_ns
+    path.write_bytes(b'{"_id": "d1", "text": "an epoxy sealer"}\n')  # same size
+    os.utime(path, ns=(before + 5 * 10**9, before + 5 * 10**9))  # a later tick of the clock
+    changed = digests.file_digest(path)
+    assert len(reads) == 4 and changed != first
+    assert changed == hashlib.sha256(path.read_bytes()).hexdigest()

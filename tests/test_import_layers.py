@@ -1,8 +1,8 @@
 """tapt's layers, bottom up, and the rule that a module imports only from its own layer or
 below, with no cycles (README "Layout", DESIGN.md):
 
-    util -> data -> recipe -> encoders -> retrieval, hub -> training -> selection -> analysis
-    -> cli
+    util -> data -> recipe -> encoders, serving -> retrieval, hub -> run_folder -> training
+    -> selection -> analysis -> cli
 
 Every module under ``tapt/`` is parsed with ``ast`` (nothing is imported); every
 ``import tapt...`` / ``from tapt... import ...``, at module level or inside a function, is
@@ -24,11 +24,12 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "tapt"
 
-LAYERS = ["util", "data", "recipe", "encoders/serving", "retrieval/hub", "training", "selection",
-          "analysis", "cli"]
+LAYERS = ["util", "data", "recipe", "encoders/serving", "retrieval/hub", "run_folder", "training",
+          "selection", "analysis", "cli"]
 PACKAGES = {"util": "util", "data": "data", "recipe": "recipe", "encoders": "encoders/serving",
             "serving": "encoders/serving",
-            "retrieval": "retrieval/hub", "hub": "retrieval/hub", "training": "training",
+            "retrieval": "retrieval/hub", "hub": "retrieval/hub", "run_folder": "run_folder",
+            "training": "training",
             "selection": "selection", "analysis": "analysis", "cli": "cli"}
 """Each package directly inside ``tapt/`` and its layer."""
 ROOT_MODULES = {"__main__": "cli"}
@@ -346,3 +347,66 @@ def test_finite_number_is_the_one_rule():
     assert finite_number(0) and finite_number(-2.5)
     for value in (float("nan"), float("inf"), True, None, "1", 10**400):
         assert not finite_number(value), value
+
+
+INPUT_STEP = {
+    "tapt.training.inputs": "TAPT's inputs step: the recipe's data, rows, mined negatives",
+    "tapt.training.guard_data": "the guard set (eval.guard_data), read in the inputs step",
+    "tapt.training.distill": "the teacher's labels of each row, built in the inputs step",
+    "tapt.training.dapt.dapt_inputs": "DAPT's inputs step: passages and dev data",
+}
+"""The modules of the training layer that read data (the inputs step), with what they read."""
+
+
+def test_after_the_inputs_step_training_reads_nothing_from_the_data_layer():
+    """A run's data is read and checked once, in its inputs step: every other module of
+    ``tapt.training`` (setup, train, select, export, test) works from what that step
+    returned and imports nothing from ``tapt.data``, not even inside a function."""
+    reads = [f"{MODULES[module].relative_to(PACKAGE.parent)}:{line}: {target}"
+             for module, imports in EDGES.items()
+             if module.startswith("tapt.training") and module not in INPUT_STEP
+             for target, line, _ in imports
+             if target == "tapt.data" or target.startswith("tapt.data.")]
+    assert reads == [], "read the data in the inputs step instead:\n" + "\n".join(reads)
+    assert set(INPUT_STEP) <= set(MODULES)  # a stale entry: remove it
+
+
+def test_module_basenames_are_unique_outside_the_command_line():
+    """One name, one module: outside ``cli/`` (which mirrors the command groups) no two
+    modules share a file name, but for each package's ``__init__.py``, ``base.py`` and
+    ``errors.py``."""
+    seen: dict[str, list[str]] = {}
+    for module, path in MODULES.items():
+        if not module.startswith("tapt.cli") and path.name not in (
+                "__init__.py", "base.py", "errors.py"):
+            seen.setdefault(path.name, []).append(str(path.relative_to(PACKAGE.parent)))
+    assert {name: paths for name, paths in seen.items() if len(paths) > 1} == {}
+
+
+READ_THIS_FIRST_LINES = 2000
+"""The most lines docs/README.md's "read this first" list of one training run may add up to."""
+
+
+def test_one_training_run_reads_in_one_sitting():
+    """docs/README.md's "read this first" names the modules a ``tapt train`` run passes in
+    phase order: at most 8, at most 2,000 lines in all, each an existing module, the
+    orchestrator (``training/contrastive.py``) first and at most 150 lines."""
+    docs = (PACKAGE.parent / "docs" / "README.md").read_text(encoding="utf-8")
+    section = docs.split("## Read this first", 1)[1].split("\n## ", 1)[0]
+    rows = "\n".join(line for line in section.splitlines() if line.startswith("|"))
+    listed = re.findall(r"`(tapt/[\w/]+\.py)`", rows)
+    assert 1 <= len(listed) <= 8 and listed[0] == "tapt/training/contrastive.py"
+    lines = {name: len((PACKAGE.parent / name).read_text(encoding="utf-8").splitlines())
+             for name in listed}
+    assert lines["tapt/training/contrastive.py"] <= 150
+    assert sum(lines.values()) <= READ_THIS_FIRST_LINES, lines
+
+
+def test_fcntl_is_used_by_one_helper():
+    """File locks go through :mod:`tapt.util.file_locks`; no other module imports ``fcntl``."""
+    users = sorted(module for module in MODULES if module != "tapt.util.file_locks" and any(
+        isinstance(node, (ast.Import, ast.ImportFrom)) and "fcntl" in (
+            [alias.name for alias in node.names] if isinstance(node, ast.Import)
+            else [node.module or ""])
+        for node in ast.walk(ast.parse(MODULES[module].read_text(encoding="utf-8")))))
+    assert users == []

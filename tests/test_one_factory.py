@@ -96,7 +96,7 @@ ALLOWED = {
 ALLOWED_CALLS = {
     ("tapt.serving.export_folder", "ExportedEncoder"):
         "tapt export loads the folder it just wrote to check it against the torch model",
-    ("tapt.training.contrastive", "load_sentence_transformer"):
+    ("tapt.training.assembly", "load_sentence_transformer"):
         "tapt train loads the model it trains from the recipe's ModelSpec (not an encoder)",
     ("tapt.training.dapt", "load_sentence_transformer"):
         "tapt dapt loads the model it trains from the recipe's ModelSpec (not an encoder)",

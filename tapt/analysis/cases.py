@@ -188,7 +188,8 @@ def common_split(systems: Sequence[SystemRun]) -> str:
 
 def recorded_relevance(systems: Sequence[SystemRun]) -> int | str:
     """The lowest relevant grade the result files recorded (``auto`` when none records a
-    rule: files of an older tapt); :func:`common_split` checked that they agree."""
+    rule: files not written by tapt eval / tapt bm25); :func:`common_split` checked that they
+    agree."""
     for system in systems:
         rule = (system.key.values.get("relevance") if system.key is not None else None)
         if isinstance(rule, dict) and isinstance(rule.get("relevant_from"), int):

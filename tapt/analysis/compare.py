@@ -34,7 +34,7 @@ the results in one corpus column must share the data fingerprint (corpus, querie
 the split, sub-corpus), the split, the relevance rule and the top-k; a system's C0 and C1
 results its split, relevance rule and top-k. Else the comparison is refused, naming the
 field and both files; ``allow_different`` (``--allow-different corpus|sub-corpus|top-k``)
-lifts a field. Files without a fingerprint (older tapt) are compared with a warning.
+lifts a field. Files without a fingerprint are compared with a warning.
 
 Example::
 

@@ -28,7 +28,7 @@ from tapt.retrieval.dense import (
     passage_stream,
     stream_embeddings,
 )
-from tapt.retrieval.factory import BM25, build_retriever, is_bm25
+from tapt.retrieval.retriever_factory import BM25, build_retriever, is_bm25
 from tapt.retrieval.sharding import broadcast_rows
 
 __all__ = ["BM25", "APIOptions", "ModelOptions", "embed", "labelled", "load_encoder",

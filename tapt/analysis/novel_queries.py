@@ -15,9 +15,9 @@ different queries (a run's ``test.json`` counts against the train split it train
 after its dev carve and decontamination; ``tapt eval`` of an untrained model against the
 data's whole train split): a query either of them saw is left out, so a gain there cannot
 come from remembered passages. Every file of one system (its seeds) must agree on what it
-saw. A system whose files have no ``train_overlap`` (an older tapt, a data set without a
-train split), whose seeds disagree, or that shares fewer than 2 novel queries with the
-baseline is skipped with the reason kept, never paired on unlike things.
+saw. A system whose files have no ``train_overlap`` (data without a train split, or a file
+not written by ``tapt eval``), whose seeds disagree, or that shares fewer than 2 novel
+queries with the baseline is skipped with the reason kept, never paired on unlike things.
 
 **A gain only on seen queries**: a system whose overall difference from the baseline is
 positive and significant (p (Holm) < 0.05) while on the novel queries it is <= 0 ("all of
@@ -32,7 +32,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from tapt.analysis.significance import CONFIDENCE, Versus, against_baseline, seed_average
-from tapt.training.split_notes import record_problem
+from tapt.run_folder.split_records import record_problem
 
 
 @dataclass
@@ -59,7 +59,8 @@ def seen_key(cell, name: str) -> tuple | str:
     keys = set()
     for overlap, source in zip(cell.overlaps, cell.sources, strict=True):
         if overlap is None:
-            return f"{source} has no train_overlap section (re-run tapt eval to record it)"
+            return (f"{source} has no train_overlap section (its data has no train split, "
+                    "or it was not written by tapt eval)")
         problem = record_problem("train_overlap", overlap)
         if problem is not None:
             raise ValueError(f"{source}: field '{problem[0]}': {problem[1]}")

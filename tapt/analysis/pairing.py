@@ -6,8 +6,7 @@ A result file (``tapt eval`` / ``tapt bm25 --output``, a run's ``test.json``) re
 
 - ``corpus``: the digest of the corpus file (``data_fingerprint.corpus``);
 - ``sub-corpus``: the digest of the evaluated passage ids (``data_fingerprint.sub_corpus``;
-  the whole corpus, or in files without a fingerprint the ``distractors`` / ``fraction`` /
-  ``seed`` of the sample);
+  null: the whole corpus);
 - ``queries``, ``qrels``: the digests of the queries file and of the split's qrels file;
 - ``split``, ``relevance`` (the relevance rule), ``top-k``.
 
@@ -22,10 +21,11 @@ both one label); ``sub-corpus`` other distractor samples; ``top-k`` other rankin
 Queries, qrels, split and relevance rule can never differ: pairing per-query values of
 different queries or judgments measures nothing.
 
-Files written before tapt recorded ``data_fingerprint``, and files whose fingerprint holds
-no digest (all null), are compared with a warning naming them (:func:`unfingerprinted_note`):
-their split, relevance rule, sub-corpus settings and top-k are still checked, their corpus,
-queries and qrels cannot be; re-run them to check those too.
+Files without a ``data_fingerprint`` (not written by ``tapt eval`` / ``tapt bm25``), and
+files whose fingerprint holds no digest (all null: a dataset built in memory, or an edited
+file), are compared with a warning naming them (:func:`unfingerprinted_note`): their split,
+relevance rule and top-k are still checked (and the sub-corpus where a fingerprint records
+it), their corpus, queries and qrels cannot be; re-run them to check those too.
 """
 
 from __future__ import annotations
@@ -59,18 +59,13 @@ def data_key(result: Mapping, source: str) -> DataKey:
     """The data fields of a result file read by :func:`tapt.analysis.result_files.read_result`."""
     evaluated = result.get("evaluated", {})
     fingerprint = evaluated.get("data_fingerprint")
-    fingerprint = fingerprint if isinstance(fingerprint, dict) else {}
+    recorded = isinstance(fingerprint, dict)
+    fingerprint = fingerprint if recorded else {}
     fingerprinted = any(fingerprint.get(name) for name in DIGESTS)
     if fingerprint.get("sub_corpus"):
         sub_corpus = f"ids sha256 {fingerprint['sub_corpus']}"
-    elif fingerprinted:
-        sub_corpus = WHOLE
-    elif all(key in evaluated for key in ("distractors", "fraction")):
-        sample = {key: evaluated.get(key) for key in ("distractors", "fraction", "seed")}
-        sub_corpus = WHOLE if sample["distractors"] is None and sample["fraction"] is None \
-            else "sample " + json.dumps(sample)
     else:
-        sub_corpus = UNKNOWN
+        sub_corpus = WHOLE if recorded else UNKNOWN
     values = {"corpus": fingerprint.get("corpus"), "sub-corpus": sub_corpus,
               "queries": fingerprint.get("queries"), "qrels": fingerprint.get("qrels"),
               "split": evaluated.get("split"), "relevance": evaluated.get("relevance"),
@@ -116,14 +111,8 @@ def check_pair(first: DataKey, other: DataKey, *, fields: Collection[str],
 
 
 def _comparable(mine: object, theirs: object) -> bool:
-    """Both recorded, and of one kind: a sub-corpus of ids (new files) is not compared with
-    the sample settings an older file records, only with the whole corpus."""
-    if mine is UNKNOWN or theirs is UNKNOWN:
-        return False
-    if isinstance(mine, str) and isinstance(theirs, str) and WHOLE not in (mine, theirs) \
-            and mine.startswith(("ids ", "sample ")):
-        return mine.split(" ", 1)[0] == theirs.split(" ", 1)[0]
-    return True
+    """Both recorded."""
+    return mine is not UNKNOWN and theirs is not UNKNOWN
 
 
 def _shown(name: str, value: object) -> str:
@@ -137,14 +126,15 @@ def _shown(name: str, value: object) -> str:
         return f"sha256 {text[:12]}"
     if text.startswith("ids sha256 "):
         return f"passage ids sha256 {text[len('ids sha256 '):][:12]}"
-    return text.removeprefix("sample ")
+    return text
 
 
 def unfingerprinted_note(keys: Collection[DataKey]) -> str | None:
     """The warning for result files without a data fingerprint, or None."""
-    old = [key.source for key in keys if not key.fingerprinted]
-    if not old:
+    unchecked = [key.source for key in keys if not key.fingerprinted]
+    if not unchecked:
         return None
-    return (f"{', '.join(old)}: no data fingerprint (written before tapt recorded one): their "
-            "corpus, queries and qrels cannot be checked (split, relevance rule, sub-corpus "
-            "and top-k are); re-run tapt eval / tapt bm25 to record it")
+    return (f"{', '.join(unchecked)}: no data fingerprint (evaluated.data_fingerprint is "
+            "missing or records no digest): their corpus, queries and qrels cannot be checked "
+            "(split, relevance rule and top-k are); re-run tapt eval / tapt bm25 on the data's "
+            "files to record it")

@@ -40,15 +40,15 @@ from tapt.recipe import DataSettings, EvalSettings, TrainingSettings
 from tapt.retrieval.bm25 import BM25Retriever
 from tapt.retrieval.evaluate import evaluate
 from tapt.retrieval.metrics import METRIC_KEYS
-from tapt.training.dev_history import dev_curve, dev_table, guard_key, metrics_table
-from tapt.training.run import (
+from tapt.run_folder.layout import RunDir
+from tapt.run_folder.records import (
     best_step_problem,
     history_problem,
     metrics_row_problem,
     read_history,
 )
-from tapt.training.run_dir import RunDir
-from tapt.training.split_notes import carve_lines, decontamination_lines, overlap_lines
+from tapt.run_folder.split_records import carve_lines, decontamination_lines, overlap_lines
+from tapt.training.dev_history import dev_curve, dev_table, guard_key, metrics_table
 from tapt.training.zero_shot_gate import gate_lines, gate_message
 from tapt.util.figures import save
 
@@ -147,7 +147,7 @@ def load_run(run_dir: str | os.PathLike) -> RunReport:
 
 def recorded_history(path: Path, history) -> list[dict]:
     """``results.json``'s copy of the dev history (a run stopped before metrics.jsonl was
-    kept), each entry checked as :func:`~tapt.training.run.read_history` checks a line;
+    kept), each entry checked as :func:`~tapt.run_folder.records.read_history` checks a line;
     refused evaluations dropped."""
     if not isinstance(history, list):
         raise ValueError(f"{path}: field 'history': expected a list of evaluations")  # noqa: TRY004
@@ -211,7 +211,7 @@ def check_same_carve(recorded: dict | None, today: dict | None) -> None:
     if recorded is None or today is None:
         return
     for key in ("carved_from", "split", "by", "ids_digest"):
-        was, now = recorded.get(key, "query" if key == "by" else None), today.get(key)
+        was, now = recorded.get(key), today.get(key)
         if was != now:
             raise ValueError(f"the dev split carved today differs from the run's (results.json "
                              f"dev_carve.{key}: {was!r}, today {now!r}): the data, its "

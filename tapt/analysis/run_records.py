@@ -3,8 +3,8 @@ curve: how dev was carved and what train was decontaminated against (``results.j
 ``dev_carve`` and ``decontaminated``), the test result's seen and novel queries
 (``test.json``'s ``train_overlap``) and the zero-shot gate (``results.json``'s
 ``zero_shot_gate``, else worked out from the dev history). Each is checked as it is read: a
-malformed one is an error naming the file and the field; an absent one (an older run) is
-left out. The rendering is :mod:`tapt.training.split_notes`' and
+malformed one is an error naming the file and the field; an absent one (nothing carved or
+decontaminated, no train split, no test) is left out. The rendering is :mod:`tapt.run_folder.split_records`' and
 :mod:`tapt.training.zero_shot_gate`'s, shared with the model card.
 """
 
@@ -15,7 +15,7 @@ from pathlib import Path
 
 from tapt.data.overlap import NOVEL, SEEN
 from tapt.retrieval.metrics import METRIC_KEYS
-from tapt.training.split_notes import record_problem
+from tapt.run_folder.split_records import record_problem
 from tapt.training.zero_shot_gate import GATE_KEY, gate_problem, zero_shot_gate
 from tapt.util.json_file import read_json
 
@@ -52,8 +52,9 @@ def _read(path: Path) -> dict:
 def run_gate(results: Mapping, results_file: Path, history: Sequence[Mapping],
              best_step: int | None, metric: str,
              summary: Mapping[str, Mapping[str, float]]) -> dict | None:
-    """The run's ``zero_shot_gate`` record, checked; a run that recorded none (an older one)
-    gets it worked out from its dev history (None without a zero-shot evaluation)."""
+    """The run's ``zero_shot_gate`` record, checked; a run that recorded none (one still
+    training, or stopped) gets it worked out from its dev history (None without a zero-shot
+    evaluation)."""
     if results.get(GATE_KEY) is not None:
         problem = gate_problem(results[GATE_KEY])
         if problem is not None:

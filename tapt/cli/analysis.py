@@ -308,7 +308,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 def _report_inputs(args: argparse.Namespace) -> list[tuple[str, str | Path]]:
     """What ``tapt report`` reads: the run's files, ``--bm25`` and ``--plot``, and the data
     the BM25 reference is computed on (``data.path`` of the run's recipe)."""
-    from tapt.training.run_dir import RunDir
+    from tapt.run_folder.layout import RunDir
 
     run = RunDir(args.run_dir)
     found = [("RUN_DIR", path) for path in (run.recipe_file, run.metrics_file,

@@ -1,7 +1,7 @@
 """``tapt cache ls | prune``: the local-model embedding cache
 (:mod:`tapt.retrieval.embedding_cache`), the cached Arrow corpora
 (:mod:`tapt.data.arrow_corpus`) and training's scratch folders
-(:mod:`tapt.training.scratch`: listed; prune removes those whose process has ended)."""
+(:mod:`tapt.run_folder.scratch`: listed; prune removes those whose process has ended)."""
 
 from __future__ import annotations
 
@@ -103,7 +103,7 @@ def _summary(verb: str, models, corpora, scratch) -> str:
 def cmd_cache(args: argparse.Namespace) -> int:
     from tapt.data.arrow_corpus import list_corpus_files
     from tapt.retrieval.embedding_cache import list_entries
-    from tapt.training.scratch import list_scratch, remove_stale, scratch_root
+    from tapt.run_folder.scratch import list_scratch, remove_stale, scratch_root
     from tapt.util.cache_entries import prune_entries
 
     root, folder = _root(args), _corpus_folder(args)

@@ -125,7 +125,7 @@ def evaluate(args: argparse.Namespace, retriever, dataset, corpus_ids, info, que
         from tapt.cli.eval_views import evaluate_views
 
         return (*evaluate_views(args, retriever, dataset, corpus_ids, info), None)
-    from tapt.retrieval.query_sets import evaluate_query_sets
+    from tapt.retrieval.query_set_retrieval import evaluate_query_sets
 
     results = evaluate_query_sets(retriever, dataset, args.split, query_sets,
                                   corpus_ids=corpus_ids, with_title=not args.no_title,
@@ -161,7 +161,7 @@ def finish_extras(args: argparse.Namespace, report, results, dataset, corpus_ids
 
 
 def show_query_sets(args: argparse.Namespace, report, results) -> None:
-    from tapt.analysis.query_sets import ORIGINAL, compare_query_sets, query_set_table
+    from tapt.analysis.rewritten_queries import ORIGINAL, compare_query_sets, query_set_table
     from tapt.data.query_sets import parse_query_set_specs
 
     files = parse_query_set_specs(args.queries)

@@ -34,7 +34,7 @@ def add_parsers(commands) -> None:
 
 def cmd_push(args: argparse.Namespace) -> int:
     from tapt.hub import PushFailed, push_export
-    from tapt.hub.report import files_table
+    from tapt.hub.upload_table import files_table
 
     try:
         result = push_export(args.folder, args.repo_id, private=args.private,

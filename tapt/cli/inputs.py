@@ -140,10 +140,10 @@ def api_options(args: argparse.Namespace, names: Iterable[str] = ()):
 
 
 def search_options(args: argparse.Namespace):
-    """:class:`tapt.retrieval.factory.SearchOptions` from :func:`add_encoding_args`' flags;
+    """:class:`tapt.retrieval.retriever_factory.SearchOptions` from :func:`add_encoding_args`' flags;
     the local-model cache lives in ``CACHE_DIR/local`` and is checked for writability."""
     from tapt.retrieval.embedding_cache import local_cache_root
-    from tapt.retrieval.factory import SearchOptions
+    from tapt.retrieval.retriever_factory import SearchOptions
 
     cache_dir = None if getattr(args, "no_cache", True) else local_cache_root(args.cache_dir)
     if cache_dir is not None:

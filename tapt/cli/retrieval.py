@@ -207,7 +207,7 @@ def show_overlap(section: dict | None) -> None:
 def cmd_eval(args: argparse.Namespace) -> int:
     progress = terminal.show_progress(args)
     from tapt.encoders.api import APIError
-    from tapt.retrieval.factory import HybridOptions, build_retriever
+    from tapt.retrieval.retriever_factory import HybridOptions, build_retriever
 
     _check_outputs(args)
     check_view_args(args)  # --dims / --by / --tune-on combinations, before the model loads
@@ -227,7 +227,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 
 def cmd_bm25(args: argparse.Namespace) -> int:
-    from tapt.retrieval.factory import BM25, build_retriever
+    from tapt.retrieval.retriever_factory import BM25, build_retriever
 
     return _run_retrieval(args, lambda: build_retriever(
         BM25, top_k=args.top_k, k1=args.k1, b=args.b, progress=terminal.show_progress(args)))
@@ -236,8 +236,8 @@ def cmd_bm25(args: argparse.Namespace) -> int:
 @multiprocess
 def cmd_mine(args: argparse.Namespace) -> int:
     progress = terminal.show_progress(args)
-    from tapt.retrieval.factory import build_retriever, is_bm25
     from tapt.retrieval.mining import MiningSettings, mine, summary_table, write_mined
+    from tapt.retrieval.retriever_factory import build_retriever, is_bm25
 
     if is_main():
         check_outputs([("--output", args.output)], overwrite=args.overwrite,
@@ -302,7 +302,7 @@ def add_score_parser(commands) -> None:
 @multiprocess
 def cmd_score(args: argparse.Namespace) -> int:
     progress = terminal.show_progress(args)
-    from tapt.retrieval.factory import build_retriever, is_bm25
+    from tapt.retrieval.retriever_factory import build_retriever, is_bm25
     from tapt.retrieval.teacher_scores import needed_pairs, score_pairs, write_teacher_scores
 
     if is_main():

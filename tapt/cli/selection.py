@@ -140,7 +140,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
     run = None
     if args.pick_on_dev and run_recipe.is_file():  # a run folder: its recipe's inputs too
         from tapt.recipe import load_recipe
-        from tapt.training.run_start import input_paths
+        from tapt.run_folder.start import input_paths
 
         run = load_recipe(run_recipe)
         dev_inputs = [("--pick-on-dev", Path(args.pick_on_dev)), *input_paths(run)]
@@ -275,7 +275,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     plan = plan_sweep(args.recipe, args.overrides, seeds=args.seeds, output=args.output,
                       run_test=args.test, soup=args.soup is not None)  # checked before training
     result = run_sweep(plan)
-    from tapt.training.distributed import is_main_process
+    from tapt.util.process_group import is_main_process
 
     if not is_main_process():
         return 0
@@ -406,7 +406,8 @@ def test_of_export(recipe, model_folder: Path) -> Path:
     """Evaluate an export on the recipe's test split as ``tapt train --test`` does; the
     result is written beside it (``NAME-test.json``), in ``tapt eval --output``'s format."""
     from tapt.encoders.factory import ModelOptions, load_model
-    from tapt.training.contrastive import load_recipe_data, report_on_test
+    from tapt.training.evaluation_on_test import report_on_test
+    from tapt.training.inputs import load_recipe_data
 
     dataset = load_recipe_data(recipe, with_test=True)
     model, _ = load_model(str(model_folder), ModelOptions(dtype="float32"))

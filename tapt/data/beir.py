@@ -23,9 +23,7 @@ import os
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
 
-from tapt.data import lines as line_reader
 from tapt.data.lines import (  # noqa: F401 (importable from here, as before)
     MAX_LINE_BYTES,
     UTF8_BOM,
@@ -38,20 +36,23 @@ from tapt.data.lines import (  # noqa: F401 (importable from here, as before)
 from tapt.data.relevance import (  # noqa: F401  (the grades, importable from here too)
     ANCHOR,
     HARD_NEGATIVE,
+    MAX_GRADE,
     SOFT_NEGATIVE,
     RelevanceRule,
     choose_rule,
+)
+from tapt.data.split_leaks import (
+    LeakPolicy,
+    check_disjoint_splits,
+    check_other_splits,
+    read_judged_ids,
 )
 from tapt.util.ids import id_problem
 
 logger = logging.getLogger(__name__)
 
-LeakPolicy = Literal["error", "warn"]
 SPLITS = ("train", "dev", "test")
 QRELS_HEADER = ("query-id", "corpus-id", "score")
-MAX_GRADE = 1000
-"""qrels scores must lie in [-MAX_GRADE, MAX_GRADE]: trec_eval allocates memory per grade
-level (a score of 2**31 takes over 16 GB)."""
 
 Qrels = dict[str, dict[str, int]]
 """query id -> {corpus id -> graded relevance}."""
@@ -59,7 +60,17 @@ Qrels = dict[str, dict[str, int]]
 
 @dataclass
 class Passage:
-    """One corpus passage."""
+    """One corpus passage.
+
+    Attributes:
+        text: The passage text.
+        title: Its title; empty when the corpus has none.
+
+    Example::
+
+        passage = Passage(text="The primer uses an acrylic binder.", title="US1234567")
+        passage.as_text()  # "US1234567 The primer uses an acrylic binder."
+    """
 
     text: str
     title: str = ""
@@ -73,12 +84,29 @@ class Passage:
 
 @dataclass
 class BeirDataset:
-    """A corpus, its queries and graded qrels per split, all validated.
+    """A corpus, its queries and graded qrels per split, all validated (made by
+    :func:`load_beir_folder` and :func:`tapt.data.sources.load_data`).
 
-    ``rule`` says which grades are relevant (default: ``auto`` on these qrels); ``files``
-    names each split's qrels file for error messages; ``content_files`` the files the
-    corpus and the queries were read from (``corpus``, ``queries``: paths), whose digests
-    :mod:`tapt.data.fingerprint` takes and keeps in ``digests``."""
+    Attributes:
+        corpus: Passage id -> :class:`Passage` (or an equivalent memory-mapped
+            :class:`~tapt.data.arrow_corpus.ArrowCorpus`).
+        queries: Query id -> query text.
+        qrels: Split name -> :data:`Qrels` (query id -> {passage id -> grade}).
+        source: Where the data came from (a folder, or ``hf://datasets/...``).
+        rule: Which grades are relevant (:class:`~tapt.data.relevance.RelevanceRule`).
+        files: Split name -> its qrels file, for error messages.
+        carved: How dev was carved from train (:mod:`tapt.data.splits`), else None.
+        decontaminated: How train was decontaminated, else None.
+        held_out: Passages training must never see.
+        content_files: The corpus and queries files, whose ``digests`` are taken by
+            :mod:`tapt.data.fingerprint`.
+        digests: Those digests, once taken.
+
+    Example::
+
+        dataset = load_beir_folder("data/scifact", splits=["test"])
+        dataset.rule.relevant_from       # 1: SciFact marks relevant passages 1
+    """
 
     corpus: dict[str, Passage]
     queries: dict[str, str]
@@ -311,16 +339,33 @@ def load_beir_folder(folder: str | os.PathLike, splits: Iterable[str] = SPLITS, 
                      require_anchor: bool = True, relevant_from: int | str = "auto",
                      allow_empty: bool = False, leaks: LeakPolicy = "warn",
                      corpus: Mapping[str, Passage] | None = None) -> BeirDataset:
-    """Load and validate a local BEIR folder; ``splits`` are the qrels files to read.
+    """Load and validate a local BEIR folder (:func:`tapt.data.sources.load_data` also
+    opens Hub datasets and Arrow corpora). FormBench is held to the strict defaults; other
+    BEIR sets usually need ``require_anchor=False, allow_empty=True`` (``--lenient``).
 
-    FormBench is held to the strict rules. For other BEIR sets, ``allow_empty`` keeps empty
-    passages and ``require_anchor=False`` keeps queries with no relevant passage (the
-    binary metrics skip them); ``relevant_from`` is the relevance rule (``auto`` or a
-    grade, see :mod:`tapt.data.relevance`). The query ids of the other ``qrels/*.tsv``
-    files are read too: a query also judged there is an error with ``leaks="error"``
-    (training) and a warning with ``leaks="warn"`` (evaluation). ``corpus``: the folder's
-    corpus already read and validated (e.g. a memory-mapped
-    :class:`~tapt.data.arrow_corpus.ArrowCorpus`: :func:`tapt.data.sources.load_data`)."""
+    Args:
+        folder: The folder holding ``corpus.jsonl``, ``queries.jsonl`` and ``qrels/``.
+        splits: The qrels files to read (``qrels/{split}.tsv``); each must exist.
+        require_anchor: Every query must have a relevant passage; False keeps queries
+            without one (the binary metrics skip them).
+        relevant_from: ``auto`` or the lowest relevant grade (:mod:`tapt.data.relevance`).
+        allow_empty: Keep passages whose text is empty.
+        leaks: A query also judged in another qrels file: ``error`` or ``warn``.
+        corpus: The folder's corpus already read and validated; None reads the file.
+
+    Returns:
+        The validated :class:`BeirDataset`.
+
+    Raises:
+        DataError: a missing file or an invalid line (naming file, line and field); a
+            query judged in two loaded splits, or with ``leaks="error"`` in another file.
+
+    Example::
+
+        dataset = load_beir_folder("data/scifact", ["test"], require_anchor=False,
+                                   allow_empty=True)
+        len(dataset.corpus), len(dataset.split("test"))  # (5183, 300)
+    """
     folder = Path(folder)
     if not folder.is_dir():
         raise DataError(folder, "not a folder (expected corpus.jsonl, queries.jsonl, qrels/)")
@@ -363,74 +408,6 @@ def build_dataset(corpus: dict[str, Passage], queries: dict[str, str],
         logger.info("%s: relevance rule %s, %s", source, rule.describe(), how)
     return BeirDataset(corpus=corpus, queries=queries, qrels=qrels, source=source, rule=rule,
                        files={split: str(path) for split, path in files.items()})
-
-
-def read_judged_ids(path: str | os.PathLike) -> tuple[set[str], int | None]:
-    """The query ids and the highest grade of a qrels file that is not loaded, cheaply:
-    rows that do not parse are skipped (that split's own validation reports them when it
-    is loaded); a file that cannot be read gives nothing."""
-    path = Path(path)
-    ids: set[str] = set()
-    top: int | None = None
-    if not path.is_file():  # a FIFO or a device would block or never end
-        return ids, top
-    limit = line_reader.MAX_LINE_BYTES  # read here, so that a patched limit applies
-    try:
-        with path.open("rb") as handle:
-            for raw in iter(lambda: handle.readline(limit + 1), b""):
-                cells = raw.decode("utf-8", "replace").rstrip("\r\n").split("\t")
-                if len(raw) > limit or len(cells) != 3:
-                    continue
-                query_id = cells[0].strip().lstrip("\ufeff").strip('"')
-                try:
-                    grade = int(cells[2].strip())
-                except ValueError:  # the header, or a bad row
-                    continue
-                if query_id and id_problem(query_id) is None and abs(grade) <= MAX_GRADE:
-                    ids.add(query_id)
-                    top = grade if top is None else max(top, grade)
-    except OSError as err:
-        logger.debug("%s: not read for the split-leak check (%s)", path, err)
-    return ids, top
-
-
-def check_other_splits(parsed: dict[str, tuple[Qrels, dict[str, int]]],
-                       files: dict[str, str | os.PathLike],
-                       others: dict[str, tuple[set[str], int | None]],
-                       leaks: LeakPolicy = "warn") -> None:
-    """Queries of a loaded split that are also judged in another qrels file (not loaded):
-    an error naming both files with ``leaks="error"``, else a warning."""
-    for split, (judged, first_line) in parsed.items():
-        for other, (other_ids, _) in others.items():
-            shared = sorted(query_id for query_id in judged if query_id in other_ids)
-            if not shared:
-                continue
-            examples = ", ".join(f"'{query_id}'" for query_id in shared[:5])
-            message = (f"{len(shared)} of {len(judged)} queries are also judged in {other} "
-                       f"(e.g. {examples})")
-            if leaks == "error":
-                raise DataError(files[split], f"{message}: training on them leaks into that "
-                                              "split's metrics; keep each query in one split "
-                                              "(move a file that is not a split out of "
-                                              "qrels/)", first_line.get(shared[0]),
-                                "query-id")
-            logger.warning("%s: %s: its metrics measure queries a model may have been "
-                           "trained on", files[split], message)
-
-
-def check_disjoint_splits(qrels: dict[str, Qrels], files: dict[str, str | os.PathLike]) -> None:
-    """No query may be judged in two splits (training on dev or test queries leaks)."""
-    owner: dict[str, str] = {}
-    for split, judged in qrels.items():
-        for query_id in judged:
-            if query_id in owner:
-                path = Path(files[split])
-                line = next((number for number, text in decoded_lines(path)
-                             if text.split("\t", 1)[0].strip() == query_id), None)
-                raise DataError(path, f"query '{query_id}' is also judged in split "
-                                      f"'{owner[query_id]}' ({files[owner[query_id]]})",
-                                line, "query-id")
-            owner[query_id] = split
 
 
 def write_beir(folder: str | os.PathLike, corpus: dict[str, Passage], queries: dict[str, str],

@@ -6,8 +6,8 @@
 queries, the split's qrels) and the split. :func:`check_made_from` is what a reader calls
 first: the file must still be what was written, and the dataset it is used with must be
 the one it was made from; else a :class:`~tapt.data.beir.DataError` naming the file and
-what differs. A file without a record (made by hand, or by an older tapt) is read as
-before, unchecked, with a warning naming it (shown under ``--quiet`` too).
+what differs. A file without a record (made by hand, or by another tool) is read
+unchecked, with a warning naming it (shown under ``--quiet`` too).
 
 The corpus, the queries and the split's qrels are digested as the files they were read from
 (one streamed pass each; the Arrow store has the corpus's digest already), so the digests
@@ -124,10 +124,10 @@ def check_made_from(path: str | Path, dataset: BeirDataset, split: str, *,
         raise DataError(path, f"its digest record {sidecar.name} is damaged ({err.reason}); "
                               f"make the file again with {made_by}") from None
     if record is None:
-        logger.warning("%s has no digest record (%s): made outside %s or by an older tapt, "
-                       "it is not checked against the data (neither changes since it was "
-                       "made nor the data it was made from); make it again with %s to "
-                       "check it", path, sidecar.name, made_by, made_by)
+        logger.warning("%s has no digest record (%s): made outside %s, it is not checked "
+                       "against the data (neither changes since it was made nor the data it "
+                       "was made from); make it again with %s to check it", path,
+                       sidecar.name, made_by, made_by)
         return None
     problem = mismatch(path, record)
     if problem is not None:
@@ -140,14 +140,13 @@ def check_made_from(path: str | Path, dataset: BeirDataset, split: str, *,
     check_same_decontamination(path, record, dataset, split, made_by)
     recorded = record.get("data")
     if not isinstance(record.get("split"), str):
-        logger.warning("%s: its digest record %s does not say which split it was made from "
-                       "(an older tapt, or an edit): not checked against the %r split; make "
-                       "it again with %s to check it", path, sidecar.name, split, made_by)
+        logger.warning("%s: its digest record %s does not say which split it was made from: "
+                       "not checked against the %r split; make it again with %s to check it",
+                       path, sidecar.name, split, made_by)
     if not isinstance(recorded, Mapping):
-        logger.warning("%s: its digest record %s does not say which data it was made from "
-                       "(an older tapt, or an edit): the file is checked for changes only, "
-                       "not against this data; make it again with %s to check both", path,
-                       sidecar.name, made_by)
+        logger.warning("%s: its digest record %s does not say which data it was made from: "
+                       "the file is checked for changes only, not against this data; make it "
+                       "again with %s to check both", path, sidecar.name, made_by)
     else:
         current = dataset_digests(dataset, split)
         differ = [name for name in current if recorded.get(name) != current[name]]

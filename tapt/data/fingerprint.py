@@ -2,8 +2,8 @@
 (``evaluated.data_fingerprint``) so that ``tapt compare`` pairs only results on the same data.
 
 The fingerprint of one evaluation is the SHA-256 of the bytes of the files it read, each
-streamed once (``hashlib.file_digest``) and remembered on the dataset for the rest of the
-process:
+streamed once (:func:`tapt.util.digests.file_digest`) and remembered on the dataset for the
+rest of the process:
 
 - ``corpus``: ``corpus.jsonl`` (a Hub dataset: the Arrow files ``datasets`` keeps in its
   cache for the corpus split);
@@ -29,6 +29,7 @@ import os
 from collections.abc import Iterable, Sequence
 
 from tapt.data.beir import BeirDataset
+from tapt.util.digests import file_digest
 
 ALGORITHM = "sha256"
 ROLES = ("corpus", "queries")
@@ -37,17 +38,13 @@ ROLES = ("corpus", "queries")
 
 def files_digest(paths: Sequence[str | os.PathLike]) -> str:
     """SHA-256 of one file's bytes; for several files (a Hub split's Arrow shards), the
-    SHA-256 of their digests in order. Each file is streamed, never held whole."""
-    digests = []
-    for path in paths:
-        digest = hashlib.new(ALGORITHM)  # hashlib.file_digest is Python 3.11+
-        with open(path, "rb") as handle:
-            for block in iter(lambda: handle.read(1 << 20), b""):
-                digest.update(block)
-        digests.append(digest)
+    SHA-256 of their digests in order. Each file is streamed, never held whole, and hashed
+    once per process (:func:`tapt.util.digests.file_digest`: the run's input fingerprint
+    and its test results read the same corpus)."""
+    digests = [file_digest(path) for path in paths]
     if len(digests) == 1:
-        return digests[0].hexdigest()
-    return hashlib.new(ALGORITHM, b"".join(d.digest() for d in digests)).hexdigest()
+        return digests[0]
+    return hashlib.new(ALGORITHM, b"".join(bytes.fromhex(d) for d in digests)).hexdigest()
 
 
 def ids_digest(ids: Iterable[str]) -> str:

@@ -25,6 +25,10 @@ from dataclasses import asdict, dataclass
 
 from tapt.util.bounds import GRADE
 
+MAX_GRADE = 1000
+"""qrels scores must lie in [-MAX_GRADE, MAX_GRADE]: trec_eval allocates memory per grade
+level (a score of 2**31 takes over 16 GB)."""
+
 ANCHOR = 3
 HARD_NEGATIVE = 2
 SOFT_NEGATIVE = 1

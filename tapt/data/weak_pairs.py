@@ -22,7 +22,7 @@ At FormBench's size (a million passages of ~5 KB) the pairs are a corpus again: 
 Python lists and copied into an in-memory Arrow table they would take ~10 GB.
 :func:`weak_pairs_dataset` therefore streams them into Arrow files with datasets' own
 writer (``Dataset.from_generator``, a batch at a time) in a scratch folder that training
-removes at its end (:mod:`tapt.training.scratch`), and training reads them memory-mapped.
+removes at its end (:mod:`tapt.run_folder.scratch`), and training reads them memory-mapped.
 Before writing, the pairs' size is estimated from a seeded sample of passages and checked
 against the folder's free space (times the processes of this host, each building its
 own), so a full disk stops the run before training, naming the folder;

@@ -7,7 +7,7 @@ with :class:`APIOptions`), anything else a SentenceTransformer (a local path, a 
 ``ModelOptions.truncate_dim`` is the API's ``dimensions`` for an API model and a
 :class:`~tapt.encoders.base.TruncatedEncoder` for a local one. Every encoder is a context
 manager: ``with open_encoder(name) as encoder: ...`` closes an API encoder's HTTP client
-and cache. The retrievers built on an encoder are :mod:`tapt.retrieval.factory`'s.
+and cache. The retrievers built on an encoder are :mod:`tapt.retrieval.retriever_factory`'s.
 """
 
 from __future__ import annotations

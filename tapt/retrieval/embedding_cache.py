@@ -14,7 +14,7 @@ Crash safety and trust: a shard is its rows file, its digests file and a manifes
 last (atomic renames) that records both files' content digests (:mod:`tapt.util.digests`); a shard
 without a manifest is a partial write and is deleted; a shard whose files differ from their
 manifest (size, dtype, content: a truncated, garbled or reordered file) or whose manifest
-records no digests (an older tapt) is deleted (with a warning) and re-encoded, never used.
+records no digests is deleted (with a warning) and re-encoded, never used.
 The digests file is checked when the shard is opened, the rows file the first time a lookup
 hits it (one pass over it; its cost: ``benchmarks/bench_digests.py``). A row that is not
 finite is never stored (nor one that overflows ``float16`` storage), and
@@ -224,8 +224,7 @@ class EmbeddingCache:
             manifest = json.loads(manifest_path.read_text())
             files = manifest.get("files") if isinstance(manifest, dict) else None
             if not isinstance(files, dict):
-                raise TypeError("its manifest records no content digests (written by an "
-                                "older tapt)")
+                raise TypeError("its manifest records no content digests (field 'files')")
             problem = mismatch(digests_path, files.get("digests.npy"))
             if problem is None and _size_differs(rows_path, files.get("rows.npy")):
                 problem = mismatch(rows_path, files.get("rows.npy"))  # the size says it

@@ -25,8 +25,8 @@ from tapt.data.beir import BeirDataset
 from tapt.encoders.factory import ModelOptions, wrap_model
 from tapt.retrieval.dense import DenseRetriever
 from tapt.retrieval.evaluate import evaluate
-from tapt.retrieval.factory import SearchOptions, build_retriever
 from tapt.retrieval.metrics import METRIC_KEYS
+from tapt.retrieval.retriever_factory import SearchOptions, build_retriever
 from tapt.retrieval.sharding import broadcast
 from tapt.util.bounds import POSITIVE_INT, check_optional
 from tapt.util.files import append_json_line

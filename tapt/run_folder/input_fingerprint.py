@@ -4,32 +4,30 @@ a resume notices data or model weights that changed behind an unchanged path.
 What is recorded: every file the run reads (a BEIR folder's ``corpus.jsonl``,
 ``queries.jsonl`` and the qrels files of the recipe's splits, ``data.mined_negatives``,
 ``loss.teacher_scores``, DAPT's ``data.files`` and ``data.dev_data``) and the weight files (``*.safetensors``,
-``*.bin``) of a local model folder, each with its size, its mtime and a SHA-256 of its
-whole content (:func:`tapt.util.digests.file_digest`: one streamed pass, about a second per GB,
-so a 6 GB corpus costs seconds at a start or resume; a same-size edit anywhere in a file is
-seen). Fingerprints written before recorded large files by their first and last MiB
-("head+tail"); they are still compared as such. A Hub model or dataset is recorded by id, the revision as given and, when the
-local Hugging Face cache holds it, the commit of the cached snapshot (nothing is fetched).
+``*.bin``) of a local model folder, each with its size and a SHA-256 of its whole content
+(:func:`tapt.util.digests.file_digest`: one streamed pass, about a second per GB, so a 6 GB
+corpus costs seconds at a start or resume; a same-size edit anywhere in a file is seen). A
+Hub model or dataset is recorded by id, the revision as given and, when the local Hugging
+Face cache holds it, the commit of the cached snapshot (nothing is fetched).
 
 The rule a resume applies (:func:`compare`):
 
 - same size and same content hash: unchanged, whatever the mtime (``touch``, or a copy that
   keeps the bytes, is not a change);
-- a head+tail entry (an older fingerprint) against a whole-file one: the same size is
-  unchanged, with a hint (the two hashes cannot be compared);
 - a file added or removed, a new size or a new hash is a change; so is a different cached
   Hub commit where both fingerprints know one (an unknown commit is not compared).
+
+A recorded fingerprint is checked first (:func:`recorded_problem`): an entry without its
+size or its SHA-256 is a damaged record, never compared.
 
 Example::
 
     old = input_fingerprint(recipe)
-    changes, hints = compare(old, input_fingerprint(recipe))
+    changes = compare(old, input_fingerprint(recipe))
 """
 
 from __future__ import annotations
 
-import hashlib
-import os
 import re
 from pathlib import Path
 
@@ -37,28 +35,14 @@ from tapt.data.sources import config_name
 from tapt.encoders.model_paths import resolve_model_path
 from tapt.util.digests import file_digest
 
-EDGE_BYTES = 2**20
-"""The head and tail of an older fingerprint's "head+tail" entry."""
 WEIGHT_SUFFIXES = (".safetensors", ".bin")
 HUB = "(hub)"
 """The key of a Hub id's entry in a group."""
 
 
-def file_entry(path: Path, hashed: str = "whole") -> dict:
-    """Size, mtime (ns) and SHA-256 of ``path``: of its whole content, or (``hashed``
-    "head+tail", to compare with an older fingerprint) of its first and last MiB."""
-    stat = path.stat()
-    if hashed == "whole":
-        sha = file_digest(path)
-    else:
-        digest = hashlib.sha256()
-        with path.open("rb") as handle:
-            digest.update(handle.read(EDGE_BYTES))
-            handle.seek(-EDGE_BYTES, os.SEEK_END)
-            digest.update(handle.read(EDGE_BYTES))
-        sha = digest.hexdigest()
-    return {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "sha256": sha,
-            "hashed": hashed}
+def file_entry(path: Path) -> dict:
+    """Size and SHA-256 of ``path``'s whole content."""
+    return {"size": path.stat().st_size, "sha256": file_digest(path)}
 
 
 def cached_commit(repo_id: str, filename: str, revision: str | None,
@@ -137,15 +121,14 @@ def input_fingerprint(recipe) -> dict[str, dict]:
     return {group: entries for group, entries in groups.items() if entries}
 
 
-HASHED = ("whole", "head+tail")
 SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
 def recorded_problem(fingerprint: dict) -> str | None:
     """What is wrong with a fingerprint read back from ``recipe.yaml`` (``FIELD: problem``,
     the field as ``GROUP.NAME.KEY``), or None when it has the shape :func:`input_fingerprint`
-    writes. :func:`compare` trusts that shape: an entry without its hash or with a garbled
-    ``hashed`` would otherwise pass a changed file as unchanged, or stop with a KeyError."""
+    writes. :func:`compare` trusts that shape: an entry without its size or its hash would
+    otherwise pass a changed file as unchanged, or stop with a KeyError."""
     for group, entries in fingerprint.items():
         if not isinstance(entries, dict):
             return f"{group}: expected an object of files, got {entries!r}"
@@ -163,17 +146,13 @@ def recorded_problem(fingerprint: dict) -> str | None:
                 return f"{where}.size: expected a whole number >= 0, got {size!r}"
             if not (isinstance(sha, str) and SHA256.fullmatch(sha)):
                 return f"{where}.sha256: expected 64 hex digits, got {sha!r}"
-            if "hashed" in entry and entry["hashed"] not in HASHED:  # absent: an old record
-                return f"{where}.hashed: expected one of {', '.join(HASHED)}, got " \
-                       f"{entry['hashed']!r}"
     return None
 
 
-def compare(old: dict, new: dict) -> tuple[list[str], list[str]]:
-    """(changes, hints) between two fingerprints, one line each, e.g.
+def compare(old: dict, new: dict) -> list[str]:
+    """The changes between two fingerprints, one line each, e.g.
     ``data: qrels/dev.tsv changed (size 812 -> 790)``; see the module docstring."""
     changes: list[str] = []
-    hints: list[str] = []
     for group in sorted(set(old) | set(new)):
         before, after = old.get(group) or {}, new.get(group) or {}
         for name in sorted(set(before) | set(after)):
@@ -186,17 +165,10 @@ def compare(old: dict, new: dict) -> tuple[list[str], list[str]]:
                 changes.append(f"{group}: {name} removed (was {a['size']} bytes)")
             elif a["size"] != b["size"]:
                 changes.append(f"{group}: {name} changed (size {a['size']} -> {b['size']})")
-            elif a.get("hashed") != b.get("hashed"):  # an older fingerprint's head+tail
-                hints.append(f"{group}: {name} was recorded by an older tapt by its first and "
-                             "last MiB only: its content cannot be compared; same size, "
-                             "treated as unchanged")
             elif a["sha256"] != b["sha256"]:
                 changes.append(f"{group}: {name} changed (same size {a['size']}, other "
                                "content)")
-            elif b.get("hashed") == "head+tail" and a.get("mtime_ns") != b.get("mtime_ns"):
-                hints.append(f"{group}: {name} was modified (new mtime) but has the same size "
-                             "and the same first and last MiB: treated as unchanged")
-    return changes, hints
+    return changes
 
 
 def _hub_change(group: str, a: dict, b: dict) -> list[str]:

@@ -1,5 +1,5 @@
 """A training run's folder: what it holds and which checkpoint it can resume from (how a
-run takes the folder, resumes or refuses it: :mod:`tapt.training.run_start`).
+run takes the folder, resumes or refuses it: :mod:`tapt.run_folder.start`).
 
 Layout::
 
@@ -59,22 +59,24 @@ class RunDir:
         return self.root / "results.json"
 
     def checkpoint_folders(self) -> list[Path]:
-        """``checkpoints/checkpoint-N`` folders, oldest first."""
+        """``checkpoints/checkpoint-N`` folders, oldest first, in the order the trainer
+        rotates them (transformers' ``sort_checkpoints``; a name that only starts like one,
+        ``checkpoint-12-old``, is not a checkpoint). tapt resumes from the newest *whole*
+        one (:meth:`last_checkpoint`), where ``get_last_checkpoint`` takes the newest folder
+        whether whole or not."""
+        from transformers.trainer_utils import sort_checkpoints
+
         if not self.checkpoints.is_dir():
             return []
-        return sorted((path for path in self.checkpoints.glob("checkpoint-*")
-                       if path.is_dir() and checkpoint_step(path) is not None),
-                      key=checkpoint_step)
+        return [Path(path) for path in sort_checkpoints(str(self.checkpoints))
+                if checkpoint_step(path) is not None]
 
     def incomplete_checkpoints(self) -> list[Path]:
         """Checkpoints a crash cut short or that changed since: no completion marker (see
-        :func:`mark_complete`), an unreadable ``trainer_state.json``, or a file whose size
-        or content differs from the marker's record (one pass over each file). A run from
-        before the markers existed counts as complete where its trainer state reads; a
-        marker from before content digests is checked by the sizes it records."""
-        folders = self.checkpoint_folders()
-        legacy = not any((path / CHECKPOINT_MARKER).is_file() for path in folders)
-        return [path for path in folders if not _complete(path, legacy)]
+        :func:`mark_complete`), an unreadable ``trainer_state.json``, or a marker whose
+        record of a file is not a digest record or differs from the file in size or
+        content (one pass over each file)."""
+        return [path for path in self.checkpoint_folders() if not _complete(path)]
 
     def last_checkpoint(self, incomplete: list[Path] | None = None) -> str | None:
         """The newest complete checkpoint, or None; ``incomplete``: what
@@ -98,25 +100,18 @@ def mark_complete(folder: Path, step: int) -> None:
     atomic_write_json(folder / CHECKPOINT_MARKER, {"step": step, "files": files}, indent=None)
 
 
-def _complete(folder: Path, legacy: bool) -> bool:
+def _complete(folder: Path) -> bool:
     try:
         json.loads((folder / "trainer_state.json").read_text(encoding="utf-8"))
-        if legacy:
-            return True
         marker = json.loads((folder / CHECKPOINT_MARKER).read_text(encoding="utf-8"))
-        files = marker.get("files", {})
+        files = marker.get("files")
     except (OSError, ValueError, AttributeError):
         return False
-    if not isinstance(files, dict):
+    if not isinstance(files, dict) or not files:
         return False
     for name, record in files.items():
         if not isinstance(name, str) or Path(name).is_absolute() or ".." in Path(name).parts:
             return False  # no file of this checkpoint
-        if isinstance(record, int):  # a marker from before content digests: sizes only
-            path = folder / name
-            if not path.is_file() or path.stat().st_size != record:
-                return False
-            continue
         problem = mismatch(folder / name, record)
         if problem is not None:
             logger.warning("%s: %s %s; the checkpoint counts as incomplete (it is neither "
@@ -146,14 +141,12 @@ def checkpoint_step(path: str | Path | None) -> int | None:
     return int(number) if number.isdigit() else None
 
 
-def write_recipe(run: RunDir, recipe: Recipe | DaptRecipe,
-                 fingerprint: dict | None = None) -> None:
+def write_recipe(run: RunDir, recipe: Recipe | DaptRecipe, fingerprint: dict) -> None:
     """Record the resolved recipe, secrets redacted (tokens belong in the environment, but
     an override may carry one), and the inputs' ``fingerprint``
-    (:mod:`tapt.training.fingerprint`) under :data:`FINGERPRINT_KEY`, atomically: other
+    (:mod:`tapt.run_folder.input_fingerprint`) under :data:`FINGERPRINT_KEY`, atomically: other
     ranks never read half a recipe. The file still loads as a recipe (``load_recipe``
     ignores the fingerprint)."""
-    text = recipe_to_yaml(recipe)
-    if fingerprint:
-        text += yaml.safe_dump({FINGERPRINT_KEY: fingerprint}, sort_keys=False)
+    text = recipe_to_yaml(recipe) + yaml.safe_dump({FINGERPRINT_KEY: fingerprint},
+                                                   sort_keys=False)
     atomic_write_text(run.recipe_file, text, secrets=False)

@@ -1,5 +1,6 @@
 """One training at a time in a run folder (and one sweep in a sweep folder,
-:mod:`tapt.selection.sweep`): an exclusive ``fcntl.flock`` on ``OUTPUT/tapt.lock``.
+:mod:`tapt.selection.sweep`): an exclusive ``flock`` on ``OUTPUT/tapt.lock``
+(:mod:`tapt.util.file_locks`).
 
 The lock file holds the holder's pid, host, start time and command line (JSON); it is
 removed when the run ends. A second run on the same folder is refused at once, naming the
@@ -21,7 +22,6 @@ Example::
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import logging
 import os
@@ -32,7 +32,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from tapt.recipe import RecipeError
-from tapt.training.distributed import is_main_process
+from tapt.util.file_locks import try_lock, unlock
+from tapt.util.process_group import is_main_process
 from tapt.util.redaction import redact
 
 logger = logging.getLogger(__name__)
@@ -69,8 +70,10 @@ class RunLock:
         for _ in range(5):  # the holder may remove the file between our open and our lock
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                taken = try_lock(fd)
             except OSError:
+                taken = False
+            if not taken:
                 os.close(fd)
                 raise RunLockedError(locked_message(self.folder, read_holder(self.path),
                                                     label=self.label, user=self.user)) \
@@ -155,11 +158,13 @@ def live_holder(folder: str | os.PathLike) -> dict | None:
     except OSError:
         return None
     try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)  # fails while a holder has LOCK_EX
-    except OSError:
-        return read_holder(path)
-    else:
-        fcntl.flock(fd, fcntl.LOCK_UN)
+        try:
+            free = try_lock(fd, shared=True)  # refused while a holder has the exclusive lock
+        except OSError:
+            free = False
+        if not free:
+            return read_holder(path)
+        unlock(fd)
         return None
     finally:
         os.close(fd)

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tapt.data.arrow_corpus import default_corpus_cache
-from tapt.training.run_lock import pid_alive
+from tapt.run_folder.lock import pid_alive
 from tapt.util.files import check_writable
 
 logger = logging.getLogger(__name__)

@@ -3,9 +3,8 @@ run keeps:
 
 - ``dev_carve`` (``results.json``): how the dev split was carved from train
   (:mod:`tapt.data.splits`): by whole groups of queries sharing relevant passages, or by
-  single query, and how many dev queries still have a relevant passage that is a training
-  positive (``overlap``). A record without ``by`` comes from a run made before group carves:
-  it was carved by single query, its overlap not counted;
+  single query (``by``), and how many dev queries still have a relevant passage that is a
+  training positive (``overlap``);
 - ``decontaminated`` (``results.json``): the splits train was decontaminated against and the
   train queries and judgments before and after (:func:`tapt.data.overlap.decontaminate`);
 - ``train_overlap`` (``test.json``, as every ``tapt eval`` result): the test queries that are
@@ -13,7 +12,8 @@ run keeps:
   (:func:`tapt.data.overlap.overlap_section`).
 
 Each record is checked (:func:`record_problem`: the field and what is wrong) and rendered as
-Markdown lines; an absent record (an older run, or nothing carved) renders nothing.
+Markdown lines; an absent record (nothing carved or decontaminated, no test) renders
+nothing.
 """
 
 from __future__ import annotations
@@ -36,10 +36,10 @@ def data_records(dataset) -> dict[str, dict]:
     return {key: dict(value) for key, value in records.items() if value}
 
 
-def test_records(dataset, report=None) -> dict[str, dict]:
-    """:func:`data_records` plus the ``train_overlap`` of a test
+def test_records(records: Mapping[str, dict], report=None) -> dict[str, dict]:
+    """``records`` (:func:`data_records`) plus the ``train_overlap`` of a test
     :class:`~tapt.retrieval.evaluate.EvalReport` (``report``; None: no test run)."""
-    records = data_records(dataset)
+    records = dict(records)
     overlap = report.to_dict(with_per_query=False).get("train_overlap") if report else None
     return {**records, "train_overlap": overlap} if overlap else records
 
@@ -66,11 +66,11 @@ def carve_problem(carve) -> tuple[str, str] | None:
     for key in ("queries", "remaining_train_queries", "seed"):
         if not _count(carve.get(key)):
             return key, f"expected a whole number >= 0, got {carve.get(key)!r}"
-    if carve.get("by", "query") not in ("group", "query"):
-        return "by", f"expected 'group' or 'query', got {carve['by']!r}"
+    if carve.get("by") not in ("group", "query"):
+        return "by", f"expected 'group' or 'query', got {carve.get('by')!r}"
     for key in ("groups", "overlap"):
-        if key in carve and not _count(carve[key]):
-            return key, f"expected a whole number >= 0, got {carve[key]!r}"
+        if not _count(carve.get(key)):
+            return key, f"expected a whole number >= 0, got {carve.get(key)!r}"
     return None
 
 
@@ -138,17 +138,13 @@ def carve_lines(carve: Mapping | None) -> list[str]:
     """How dev was carved, as one Markdown paragraph (none without a record)."""
     if not carve:
         return []
-    by = carve.get("by", "query")
-    how = (f"in {carve.get('groups', '?')} whole groups of queries that share relevant "
-           "passages" if by == "group" else "by single query")
+    how = (f"in {carve['groups']} whole groups of queries that share relevant passages"
+           if carve["by"] == "group" else "by single query")
     text = (f"Dev split `{carve['split']}`: {_queries(carve['queries'])} carved from "
             f"`{carve['carved_from']}` {how} (seed {carve['seed']}); "
             f"{_queries(carve['remaining_train_queries'])} left to train on.")
-    overlap = carve.get("overlap")
-    if "by" not in carve:
-        text += (" Recorded before tapt carved by group: how many dev queries have a "
-                 "relevant passage that is a training positive was not counted.")
-    elif overlap:
+    overlap = carve["overlap"]
+    if overlap:
         text += (f" {overlap} of the dev queries have a relevant passage that is a training "
                  "positive: dev partly rewards memorising training passages.")
     else:

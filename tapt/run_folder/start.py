@@ -7,12 +7,12 @@ folder and ``--overwrite`` was given):
 - ``output_dir`` must not be, hold or lie inside an input: the data (``data.path``,
   ``data.mined_negatives``, DAPT's ``data.files`` and ``data.dev_data``) or a local model
   folder. Checked before anything is written.
-- One training at a time per folder (:mod:`tapt.training.run_lock`).
+- One training at a time per folder (:mod:`tapt.run_folder.lock`).
 - A new or empty folder starts a run.
 - The same run (the recipe outside :data:`FREE_SECTIONS` and the inputs' fingerprint,
-  :mod:`tapt.training.fingerprint`) resumes from its last complete checkpoint; checkpoints
-  a crash cut short are set aside in ``OUTPUT/incomplete/``. A ``recipe.yaml`` from before
-  fingerprints resumes with a warning.
+  :mod:`tapt.run_folder.input_fingerprint`) resumes from its last complete checkpoint; checkpoints
+  a crash cut short are set aside in ``OUTPUT/incomplete/``. A ``recipe.yaml`` whose
+  fingerprint is missing or damaged is refused: whether the inputs changed cannot be told.
 - A run that never completed a checkpoint (and has no ``final/``) holds nothing a changed
   recipe or changed inputs could mix with: it is taken over, with a warning that names the
   changes; its files are kept in ``OUTPUT/incomplete/superseded-TIMESTAMP/``.
@@ -43,11 +43,11 @@ import yaml
 
 from tapt.encoders.model_paths import resolve_model_path
 from tapt.recipe import DaptRecipe, Recipe, RecipeError, recipe_record
-from tapt.training.distributed import is_main_process
-from tapt.training.fingerprint import compare, input_fingerprint, recorded_problem
-from tapt.training.run_dir import FINGERPRINT_KEY, RunDir, set_aside_incomplete, write_recipe
-from tapt.training.run_lock import LOCK_NAME, RunLock, run_lock
+from tapt.run_folder.input_fingerprint import compare, input_fingerprint, recorded_problem
+from tapt.run_folder.layout import FINGERPRINT_KEY, RunDir, set_aside_incomplete, write_recipe
+from tapt.run_folder.lock import LOCK_NAME, RunLock, run_lock
 from tapt.util.outputs import OutputOnInputError, check_apart, resolved
+from tapt.util.process_group import is_main_process
 
 logger = logging.getLogger(__name__)
 
@@ -213,20 +213,17 @@ def run_changes(previous: dict, recipe: Recipe | DaptRecipe, fingerprint: dict,
                                         {section: current.get(section)})]
     recorded = previous.get(FINGERPRINT_KEY)
     if not isinstance(recorded, dict):
-        logger.warning("%s records no fingerprint of its inputs (a run from an older tapt): "
-                       "it resumes without a check that its data and model are unchanged",
-                       where)
-        return changed, []
-    problem = recorded_problem(recorded)
-    if problem is not None:
-        raise RecipeError(f"{where}: field '{FINGERPRINT_KEY}.{problem}': the record of the "
-                          "run's inputs is damaged, so a resume cannot tell whether its data "
+        field = f"{FINGERPRINT_KEY}: " + ("missing" if recorded is None else
+                                          f"expected an object, got {recorded!r}")
+    else:
+        problem = recorded_problem(recorded)
+        field = None if problem is None else f"{FINGERPRINT_KEY}.{problem}"
+    if field is not None:
+        raise RecipeError(f"{where}: field '{field}': the record of the run's inputs is "
+                          "missing or damaged, so a resume cannot tell whether its data "
                           "changed; restore the file, or move the run folder aside and start "
                           "again")
-    inputs, hints = compare(recorded, fingerprint)
-    for hint in hints:
-        logger.warning("%s: %s", where, hint)
-    return changed, inputs
+    return changed, compare(recorded, fingerprint)
 
 
 def prepare_run_dir(recipe: Recipe | DaptRecipe, fingerprint: dict | None = None,

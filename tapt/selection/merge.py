@@ -46,8 +46,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tapt.retrieval.evaluate import evaluate
-from tapt.retrieval.factory import build_retriever
 from tapt.retrieval.metrics import METRIC_KEYS
+from tapt.retrieval.retriever_factory import build_retriever
+from tapt.run_folder.split_records import record_problem
 from tapt.selection.merge_export import check_merge_output, export_merge
 from tapt.selection.merge_types import DevSelection, GridPoint
 from tapt.training.weights import MergeError, merge_into, merge_state_dicts
@@ -331,8 +332,6 @@ def dev_metrics(model, settings: DevSettings, name: str
 CARVE_KEYS = ("carved_from", "split", "by", "ids_digest")
 """The fields of a ``dev_carve`` record (:class:`tapt.data.splits.CarvedSplit`) that must be
 equal for two carves to be one dev split: where from, how, and which queries."""
-LEGACY_CARVE_BY = "query"
-"""``by`` of a record written before tapt recorded it: it carved single queries then."""
 CARVE_CHANGED = ("dev is then not the split the run was trained beside and can hold queries "
                  "it trained on (the data, its relevance rule, its decontamination or the "
                  "carve changed since); evaluate on the data the run was trained on, or "
@@ -341,16 +340,17 @@ CARVE_CHANGED = ("dev is then not the split the run was trained beside and can h
 
 def read_carve(results: Path, record: object = None) -> dict | None:
     """The ``dev_carve`` record of a run's ``results.json`` (``record``: its content, when
-    read already); None when it records none. A file that cannot be read, or a record that
-    is not an object, is a :class:`MergeError` naming the file (and field)."""
+    read already); None when it records none. A file that cannot be read, or a malformed
+    record (:func:`tapt.run_folder.split_records.record_problem`), is a :class:`MergeError`
+    naming the file (and field)."""
     if record is None:
         try:
             record = json.loads(results.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, ValueError, RecursionError) as err:
             raise MergeError(f"{results}: cannot be read ({err})") from None
     carve = record.get("dev_carve") if isinstance(record, dict) else None
-    if carve is not None and not isinstance(carve, dict):
-        raise MergeError(f"{results}: field 'dev_carve': expected an object, got {carve!r}")
+    if carve is not None and (problem := record_problem("dev_carve", carve)) is not None:
+        raise MergeError(f"{results}: field '{problem[0]}': {problem[1]}")
     return carve
 
 
@@ -361,8 +361,7 @@ def carve_difference(first: dict | None, second: dict | None
     if first is None or second is None:
         return None if first is second else ("dev_carve", first, second)
     for key in CARVE_KEYS:
-        default = LEGACY_CARVE_BY if key == "by" else None
-        was, now = first.get(key, default), second.get(key, default)
+        was, now = first.get(key), second.get(key)
         if was != now:
             return f"dev_carve.{key}", was, now
     return None
@@ -381,17 +380,15 @@ def check_carve(run: Path, recorded: dict | None, today: dict | None) -> None:
         raise MergeError(f"{results}: records no dev carve (field 'dev_carve'), but today's "
                          f"recipe carves its dev split from '{now.get('carved_from')}' "
                          "(data.dev_from_train): which queries the run trained on cannot be "
-                         "checked against it (a run of a tapt that did not record carves, "
-                         "or one that did not finish); retrain it")
+                         "checked against it (a run that did not finish, or an edited "
+                         "results.json); retrain it")
     if now is None:
         raise MergeError(f"{results}: field 'dev_carve': the run was trained beside a dev "
                          f"split carved from '{was.get('carved_from')}', but today's recipe "
                          "reads its dev split from the data: not the split the run was "
                          "selected on")
-    legacy = (" (a record without 'by' is from a tapt that carved single queries: "
-              "data.dev_carve: query)" if key == "dev_carve.by" and "by" not in was else "")
-    raise MergeError(f"{results}: field '{key}': the run recorded {was!r}{legacy}, today's "
-                     f"data and recipe carve {now!r}; {CARVE_CHANGED}")
+    raise MergeError(f"{results}: field '{key}': the run recorded {was!r}, today's data and "
+                     f"recipe carve {now!r}; {CARVE_CHANGED}")
 
 
 def check_run_carve(run: Path, today: dict | None) -> None:

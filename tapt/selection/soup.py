@@ -13,7 +13,7 @@ Every ingredient must be a finished tapt run (``final/``, ``recipe.yaml``,
 ``results.json``) of the same architecture, evaluated on the same dev set: the recipes'
 dev data keys (:data:`DEV_KEYS`: path, config, splits, carve, decontamination, distractors,
 relevance rule, titles) and dev metric must be equal, else the soup is refused naming the
-key. The dev set is the recipes' (``tapt.training.contrastive.load_recipe_data``: a carved
+key. The dev set is the recipes' (``tapt.training.inputs.load_recipe_data``: a carved
 dev split too); a carved one is rebuilt from today's data, so it must be the carve every
 ingredient recorded in its ``results.json`` (``dev_carve``: the same queries, carved the
 same way; :func:`tapt.selection.merge.check_carve`), else the soup is refused naming the
@@ -46,6 +46,7 @@ from typing import Literal
 from tapt.data.subcorpus import subcorpus_ids
 from tapt.encoders.model_digest import weights_digest
 from tapt.recipe import RecipeError, load_recipe
+from tapt.run_folder.start import input_paths
 from tapt.selection.merge import (
     DevSettings,
     carve_difference,
@@ -56,7 +57,7 @@ from tapt.selection.merge import (
     read_carve,
 )
 from tapt.selection.merge_export import check_merge_output, export_merge
-from tapt.training.run_start import input_paths
+from tapt.training.inputs import load_recipe_data
 from tapt.training.weights import MergeError, merge_into
 from tapt.util.digests import file_digest
 from tapt.util.finite import metric_value
@@ -207,8 +208,6 @@ def check_distinct_weights(models: Sequence, ingredients: Sequence[Ingredient]) 
 
 def dev_settings(recipe):
     """The :class:`~tapt.selection.merge.DevSettings` of a recipe's own dev evaluation."""
-    from tapt.training.contrastive import load_recipe_data
-
     dataset = load_recipe_data(recipe, with_test=False)
     data = recipe.data
     corpus_ids = subcorpus_ids(dataset, data.dev_split, distractors=data.dev_distractors,

@@ -20,7 +20,7 @@ Rules:
   sweep created (it holds :data:`MARKER_FILE`): a folder of the user's (their own
   ``sweep.json``, say) is refused. It must not be, hold or lie inside an input (the recipe,
   the data, a model: :func:`tapt.util.outputs.check_apart`), and it is locked while the sweep
-  runs (:mod:`tapt.training.run_lock`): a second sweep on it is refused naming the holder's
+  runs (:mod:`tapt.run_folder.lock`): a second sweep on it is refused naming the holder's
   pid; a lock a killed sweep left is taken over.
 - Each trial is a normal run folder under the sweep folder, named by its varying overrides
   plus a short hash of all of them (``learning_rate=2e-05_seed=0-1a2b3c4d``); a value that
@@ -29,7 +29,7 @@ Rules:
   A finished trial (``final/`` and a finished
   ``results.json`` of the same recipe and inputs) is not rerun: its results are read. A
   crashed trial resumes from its last checkpoint, and a folder holding a different unfinished
-  run is refused (both by :mod:`tapt.training.run_start`).
+  run is refused (both by :mod:`tapt.run_folder.start`).
 - Trials run in this process one after another through
   :func:`tapt.training.contrastive.train` (the run lock, fingerprint and resume apply as for
   ``tapt train``), chosen over a ``python -m tapt train`` subprocess per trial: errors stay
@@ -66,6 +66,17 @@ from pathlib import Path
 
 from tapt.data.beir import DataError
 from tapt.recipe import Recipe, RecipeError, load_recipe
+from tapt.run_folder.input_fingerprint import input_fingerprint
+from tapt.run_folder.layout import RunDir
+from tapt.run_folder.lock import run_lock
+from tapt.run_folder.records import best_step_problem, metrics_row_problem
+from tapt.run_folder.start import (
+    check_output_dir,
+    prepare_run_dir,
+    run_changes,
+    run_entries,
+    saved_recipe,
+)
 from tapt.selection.soup import CARVED_DEV_KEYS, DEV_SET_KEYS
 from tapt.selection.sweep_folder import (  # noqa: F401  (MARKER_FILE, ...: public here too)
     LOCK_WORDING,
@@ -86,19 +97,8 @@ from tapt.selection.sweep_grid import (  # noqa: F401  (split_values, ...: publi
     trial_name,
 )
 from tapt.selection.sweep_report import report_markdown, setting_rows  # noqa: F401
-from tapt.training.distributed import is_main_process
-from tapt.training.fingerprint import input_fingerprint
-from tapt.training.run import best_step_problem, metrics_row_problem
-from tapt.training.run_dir import RunDir
-from tapt.training.run_lock import run_lock
-from tapt.training.run_start import (
-    check_output_dir,
-    prepare_run_dir,
-    run_changes,
-    run_entries,
-    saved_recipe,
-)
 from tapt.util.files import atomic_write_json, atomic_write_text
+from tapt.util.process_group import is_main_process
 
 logger = logging.getLogger(__name__)
 

@@ -1,18 +1,16 @@
 """Whose folder a sweep may write into: new, empty, or one a sweep created (it holds
-:data:`MARKER_FILE`, or, from before the marker, a tapt ``sweep.json`` beside only its report
-and its trials); never one in use by another sweep or one that is, holds or lies inside an
-input. Used by :mod:`tapt.selection.sweep`.
+:data:`MARKER_FILE`); never one in use by another sweep or one that is, holds or lies inside
+an input. Used by :mod:`tapt.selection.sweep`.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 from tapt.recipe import Recipe, RecipeError
-from tapt.training.run_lock import LOCK_NAME, RunLockedError, live_holder, locked_message
-from tapt.training.run_start import input_paths
+from tapt.run_folder.lock import LOCK_NAME, RunLockedError, live_holder, locked_message
+from tapt.run_folder.start import input_paths
 from tapt.util.files import atomic_write_json
 from tapt.util.outputs import OutputOnInputError, check_apart
 
@@ -50,8 +48,7 @@ def check_sweep_folder(folder: Path, recipe_path: Path, recipes: list[Recipe]) -
 
 def foreign_entries(folder: Path) -> list[str]:
     """What keeps a sweep out of ``folder``: everything but the lock file, unless the folder
-    is a sweep's (:data:`MARKER_FILE`, or a sweep folder from before the marker: a tapt
-    ``sweep.json`` beside only its report and its trials' folders)."""
+    is a sweep's (it holds :data:`MARKER_FILE`)."""
     if not folder.is_dir():
         return []
     entries = sorted(path.name for path in folder.iterdir() if path.name != LOCK_NAME)
@@ -64,18 +61,7 @@ def foreign_entries(folder: Path) -> list[str]:
         raise RecipeError(f"--output {folder}: {marker} is not a tapt sweep marker (tapt "
                           "writes it as a JSON object with \"tapt\": \"sweep\"); choose "
                           "another --output")
-    trials = recorded_trials(folder / SWEEP_FILE)
-    if trials is None:
-        return entries
-    own = {SWEEP_FILE, REPORT_FILE, *trials}
-    return [name for name in entries if name not in own and not _is_partial(name)]
-
-
-def _is_partial(name: str) -> bool:
-    """A file :func:`tapt.util.files.atomic_write_text` left when a crash came
-    (``.NAME.PID.partial``)."""
-    return bool(re.fullmatch(rf"\.(?:{re.escape(SWEEP_FILE)}|{re.escape(REPORT_FILE)})"
-                             r"\.\d+\.partial", name))
+    return entries
 
 
 def read_marker(path: Path) -> bool:
@@ -87,24 +73,6 @@ def read_marker(path: Path) -> bool:
     except (OSError, UnicodeDecodeError, ValueError):
         return False
     return isinstance(record, dict) and record.get("tapt") == "sweep"
-
-
-def recorded_trials(path: Path) -> set[str] | None:
-    """The trial names a tapt ``sweep.json`` records, or None when ``path`` is no tapt sweep
-    state (missing, unreadable, or not its shape: recipe, metric, grid, trials by name)."""
-    try:
-        if not path.is_file() or path.stat().st_size > 64 << 20:
-            return None
-        state = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError, RecursionError):
-        return None
-    if not isinstance(state, dict) or not {"recipe", "metric", "grid", "trials"} <= set(state):
-        return None
-    trials = state["trials"]
-    if not isinstance(trials, list) or not all(
-            isinstance(t, dict) and isinstance(t.get("name"), str) for t in trials):
-        return None
-    return {trial["name"] for trial in trials}
 
 
 def write_marker(folder: Path, recipe_path: Path) -> None:

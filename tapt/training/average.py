@@ -32,7 +32,7 @@ from pathlib import Path
 from tapt.recipe import RecipeError
 from tapt.recipe.selection import saved_checkpoints
 from tapt.retrieval.sharding import broadcast, is_main
-from tapt.training.run_dir import RunDir, checkpoint_step
+from tapt.run_folder.layout import RunDir, checkpoint_step
 from tapt.training.weights import merge_into
 
 

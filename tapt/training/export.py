@@ -27,9 +27,9 @@ from tapt.encoders.preset_record import base_model_of, read_preset_record
 from tapt.recipe import Recipe
 from tapt.retrieval.metrics import METRIC_KEYS
 from tapt.retrieval.mteb_results import mteb_eval_results
+from tapt.run_folder.split_records import split_lines
 from tapt.training.dev_history import dev_curve, dev_table, metrics_table
 from tapt.training.lora import merge_lora
-from tapt.training.split_notes import split_lines
 from tapt.training.weights import MergeError
 from tapt.training.zero_shot_gate import gate_lines
 from tapt.util import files
@@ -221,7 +221,7 @@ def tapt_card_section(recipe: Recipe, history: list[dict], summary: dict[str, di
     """tapt's section of the model card (it comes first, ends with
     :data:`CARD_SECTION_END`); ``gate``: the zero-shot gate, a warning when the model does
     not beat its base model on dev; ``splits``: the split records
-    (:mod:`tapt.training.split_notes`), stated under "Splits"; ``weak_pairs``: the record
+    (:mod:`tapt.run_folder.split_records`), stated under "Splits"; ``weak_pairs``: the record
     of the weak pairs mixed in (:func:`tapt.data.weak_pairs.weak_pairs_record`)."""
     training = recipe.training
     length = ("max steps", training.max_steps) if training.max_steps > 0 else \
@@ -334,7 +334,8 @@ def write_card(folder: Path, recipe: Recipe, *, history: list[dict],
 
 
 def without_tapt_section(text: str) -> str:
-    """A card without tapt's section (one first, or an older one appended at the end)."""
+    """A card without tapt's section, wherever it stands (up to the end of the card when its
+    end marker is missing)."""
     if CARD_SECTION_MARKER not in text:
         return text
     before, _, after = text.partition(CARD_SECTION_MARKER)

@@ -27,14 +27,10 @@ rank's batch comes from one group.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
-from pathlib import Path
+from collections.abc import Iterator, Sequence
 
 import torch
 from sentence_transformers.base.sampler import DefaultBatchSampler
-
-from tapt.data.beir import BeirDataset, DataError
-from tapt.data.labels import read_labels
 
 
 class GroupedBatchSampler(DefaultBatchSampler):
@@ -153,21 +149,3 @@ class GroupedBatchSamplerFactory:
 def grouped_batch_sampler(groups: Sequence[str]) -> GroupedBatchSamplerFactory:
     """The ``batch_sampler`` argument for batches from the groups of ``groups``."""
     return GroupedBatchSamplerFactory(groups)
-
-
-def group_of(dataset: BeirDataset, batch_by: str) -> Callable[[str], str] | None:
-    """Anchor passage id -> group key for ``data.batch_by`` (None for ``none``): ``title``
-    is the passage's title (its patent in FormBench; an untitled passage is a group of its
-    own), ``label:FIELD`` its ``labels.FIELD`` in the local corpus.jsonl (a passage without
-    the label is a group of its own)."""
-    if batch_by == "none":
-        return None
-    if batch_by == "title":
-        return lambda doc_id: dataset.corpus[doc_id].title or f"untitled:{doc_id}"
-    field_name = batch_by.split(":", 1)[1]
-    folder = Path(dataset.source)
-    if not (folder / "corpus.jsonl").is_file():
-        raise DataError(dataset.source, f"data.batch_by: {batch_by} reads labels from a local "
-                                        "corpus.jsonl, and this dataset has none")
-    labels = read_labels(folder, [field_name])[field_name]
-    return lambda doc_id: labels.get(doc_id, f"unlabelled:{doc_id}")

@@ -8,6 +8,9 @@ is missing or unreadable is a :class:`~tapt.recipe.RecipeError` naming ``eval.gu
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 from tapt.data import sources  # sources.load_data looked up at each call
 from tapt.data.beir import DataError, strictness
 from tapt.data.subcorpus import subcorpus_ids
@@ -26,12 +29,19 @@ def load_guard_data(source: str, split: str, *, relevant_from: int | str = "auto
                              **strictness(lenient))
 
 
-def guard_evaluator(recipe: Recipe):
-    """The recipe's guard evaluator (None without ``eval.guard_data``): the guard split on
-    its sub-corpus (``eval.guard_distractors``, seeded with ``data.dev_seed``), encoded as
-    dev is (batch size, top-k, dtype, titles)."""
-    from tapt.retrieval.in_loop import RetrievalEvaluator
+@dataclass(frozen=True)
+class GuardSet:
+    """The guard split, its dataset and its sub-corpus, as the in-loop evaluator reads them."""
 
+    dataset: Any
+    split: str
+    corpus_ids: list[str] | None
+
+
+def load_guard_set(recipe: Recipe) -> GuardSet | None:
+    """The recipe's guard set (None without ``eval.guard_data``): the guard split on its
+    sub-corpus (``eval.guard_distractors``, seeded with ``data.dev_seed``); the training
+    setup evaluates it as dev is (batch size, top-k, dtype, titles)."""
     settings = recipe.eval
     if settings.guard_data is None:
         return None
@@ -47,8 +57,4 @@ def guard_evaluator(recipe: Recipe):
     if not dataset.split(settings.guard_split):
         raise RecipeError(f"eval.guard_data {settings.guard_data}: split "
                           f"'{settings.guard_split}' (eval.guard_split) has no queries")
-    return RetrievalEvaluator(
-        dataset, settings.guard_split, corpus_ids, name=GUARD_NAME,
-        metric=settings.metric, batch_size=settings.batch_size,
-        top_k=settings.top_k, with_title=recipe.data.with_title, dtype=settings.dtype,
-        max_tokens_per_batch=settings.max_tokens_per_batch, on_nonfinite="record")
+    return GuardSet(dataset, settings.guard_split, corpus_ids)

@@ -22,11 +22,11 @@ from sentence_transformers import SentenceTransformerTrainer
 from transformers import Trainer
 from transformers.trainer_utils import rotate_checkpoints
 
+from tapt.run_folder.layout import mark_complete
 from tapt.training.export import drop_data_samples, redact_card
 from tapt.training.log_lines import use_log_lines
 from tapt.training.lora import has_lora, load_lora_checkpoint
 from tapt.training.nonfinite import QUERY_IDS_KEY, NonFiniteGuard
-from tapt.training.run_dir import mark_complete
 from tapt.training.tracking import start_wandb
 from tapt.util.files import ensure_free_space, parameter_bytes
 

@@ -27,11 +27,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from tapt.retrieval.metrics import METRIC_KEYS
-from tapt.training.distributed import is_main_process
+from tapt.run_folder.layout import RunDir
+from tapt.run_folder.records import write_results
 from tapt.training.errors import ZeroShotGateError
-from tapt.training.run import write_results
-from tapt.training.run_dir import RunDir
 from tapt.util.finite import metric_value
+from tapt.util.process_group import is_main_process
 
 GATE_KEY = "zero_shot_gate"
 NOT_BEATEN = "does not beat its base model on dev"

@@ -3,7 +3,7 @@ cached Arrow corpora, each with its size and last use; and the lock that keeps p
 cache folder a process is using.
 
 Every process that reads or writes an embedding-cache model key holds a shared
-``fcntl.flock`` on its ``in-use.lock`` (:class:`InUse`); prune deletes a folder only while
+``flock`` (:mod:`tapt.util.file_locks`) on its ``in-use.lock`` (:class:`InUse`); prune deletes a folder only while
 it holds that lock exclusively, and skips (with a warning) one it cannot lock: a shard being
 written never vanishes. A deleted folder is first renamed aside, so a process that opens
 the key meanwhile makes a fresh folder instead of writing into one being removed. The
@@ -16,7 +16,6 @@ it finished is removed by the next prune (:func:`remove_abandoned_deletions`).
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import logging
 import os
 import shutil
@@ -24,6 +23,8 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+
+from tapt.util.file_locks import try_lock, wait_lock
 
 logger = logging.getLogger(__name__)
 
@@ -59,7 +60,7 @@ class InUse:
                                    err.strerror or err)
                     return self
             try:
-                fcntl.flock(fd, fcntl.LOCK_SH)  # waits only while a prune deletes it
+                wait_lock(fd, shared=True)  # waits only while a prune deletes it
             except OSError as err:
                 os.close(fd)
                 logger.warning("%s: cannot lock it (%s); used without the lock that keeps "
@@ -122,9 +123,7 @@ class CacheEntry:
         except FileNotFoundError:
             return True  # deleted meanwhile
         try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
+            if not try_lock(fd):
                 return False
             aside = self.path.with_name(f".{self.path.name}{DELETING}{os.getpid()}")
             try:

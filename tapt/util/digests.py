@@ -32,6 +32,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import time
 from pathlib import Path
 
 from tapt.util.files import atomic_write_text
@@ -52,8 +53,43 @@ class DigestMismatch(ValueError):
         super().__init__(f"{path}: {reason}")
 
 
+_DIGESTS: dict[tuple, str] = {}
+"""This process's digests by the file's identity and state (:func:`file_state`)."""
+REMEMBERED = 1024
+"""Digests remembered at most (the oldest is forgotten first)."""
+SETTLED_NS = 2 * 10**9
+"""Only a file last written this long before it is hashed is remembered: file times tick
+in coarse steps (a few ms), so a write right after a fresh one could keep its state."""
+
+
+def file_state(path: str | os.PathLike) -> tuple:
+    """What identifies a file and its content without reading it: device, inode, size,
+    modification and status-change times in ns (any write moves the status-change time,
+    which no user call can set back)."""
+    info = os.stat(path)
+    return info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns
+
+
 def file_digest(path: str | os.PathLike) -> str:
-    """Hex SHA-256 of the file's bytes, streamed in :data:`BLOCK_BYTES` blocks."""
+    """Hex SHA-256 of the file's bytes, streamed in :data:`BLOCK_BYTES` blocks.
+
+    A run reads one file in several steps (the inputs' fingerprint at its start, the data
+    fingerprint of its test results, the check of a stored file), so the digest is taken
+    once per process: a settled file (:data:`SETTLED_NS`) whose :func:`file_state` is
+    unchanged since it was hashed is not read again."""
+    state = file_state(path)
+    if (known := _DIGESTS.get(state)) is not None:
+        return known
+    settled = time.time_ns() - max(state[3], state[4]) > SETTLED_NS
+    value = _stream_digest(path)
+    if settled and file_state(path) == state:  # not written while it was read
+        if len(_DIGESTS) >= REMEMBERED:
+            _DIGESTS.pop(next(iter(_DIGESTS)))
+        _DIGESTS[state] = value
+    return value
+
+
+def _stream_digest(path: str | os.PathLike) -> str:
     digest = hashlib.new(ALGORITHM)
     buffer = bytearray(BLOCK_BYTES)
     view = memoryview(buffer)
@@ -83,7 +119,7 @@ def mismatch(path: str | os.PathLike, record: object) -> str | None:
     matches."""
     if not isinstance(record, dict) or not isinstance(record.get("bytes"), int) or \
             not isinstance(record.get(ALGORITHM), str):
-        return "no content digest recorded for it (written by an older tapt?)"
+        return "no usable content digest recorded for it"
     try:
         size = os.stat(path).st_size
     except FileNotFoundError:

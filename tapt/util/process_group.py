@@ -1,4 +1,5 @@
-"""Destroying a ``torch.distributed`` process group before the interpreter exits.
+"""Which process this is under a launcher, and destroying a ``torch.distributed`` process
+group before the interpreter exits.
 
 Left to interpreter exit, gloo's worker threads are torn down by C++ static destructors,
 and a rank can abort with SIGABRT ("terminate called without an active exception") after
@@ -16,6 +17,16 @@ import os
 import sys
 
 _registered = False
+
+
+def is_main_process() -> bool:
+    """True on global rank 0, and in a single-process run (no ``RANK`` in the environment).
+
+    Reads the launcher's ``RANK`` variable, so it answers before ``torch.distributed`` is
+    initialised (the run folder, its lock and the export are written by rank 0 only);
+    :func:`tapt.retrieval.sharding.is_main` asks the process group instead.
+    """
+    return int(os.environ.get("RANK", "0")) == 0
 
 
 def close_process_group() -> None:

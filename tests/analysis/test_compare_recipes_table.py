@@ -156,7 +156,7 @@ def test_the_plain_script_trains_on_the_recipes_rows(benchmark_module, tmp_path)
     from tapt.data.beir import BeirDataset, Passage, write_beir
     from tapt.data.relevance import BEIR
     from tapt.recipe import load_recipe
-    from tapt.training.contrastive import load_recipe_data
+    from tapt.training.inputs import load_recipe_data
 
     qrels = {f"q{i}": {f"p{i // 2}": 1} for i in range(40)}  # pairs of queries share a passage
     corpus = {f"p{i}": Passage(text=f"passage {i}", title=f"t{i}") for i in range(20)}

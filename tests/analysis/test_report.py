@@ -154,8 +154,8 @@ def test_bm25_on_dev_carves_the_dev_split_as_the_run_did(tiny_beir_path, tmp_pat
 
 def test_bm25_on_dev_refuses_a_carve_other_than_the_runs(tiny_beir_path, tmp_path):
     """The run recorded its dev carve (results.json dev_carve): when today's carve differs
-    (data changed, a run carved by query before the group carve was the default), BM25 is
-    not measured on other queries than the run's dev curve."""
+    (the data changed, or the run carved by query where today's recipe carves by group),
+    BM25 is not measured on other queries than the run's dev curve."""
     import shutil
 
     import pytest
@@ -168,8 +168,7 @@ def test_bm25_on_dev_refuses_a_carve_other_than_the_runs(tiny_beir_path, tmp_pat
               "data": {"path": str(data), "dev_from_train": 2, "dev_seed": 3}}
     today = dev_subcorpus(recipe)[0].carved
     assert bm25_on_dev(recipe, dict(today))[0]  # the same carve: measured
-    legacy = {key: value for key, value in today.items() if key != "by"}  # by query, then
-    with pytest.raises(ValueError, match="dev_carve.by"):
-        bm25_on_dev(recipe, legacy)
+    with pytest.raises(ValueError, match=r"dev_carve\.by: 'query', today 'group'"):
+        bm25_on_dev(recipe, {**today, "by": "query"})
     with pytest.raises(ValueError, match="dev_carve.ids_digest"):
         bm25_on_dev(recipe, {**today, "ids_digest": "0" * 32})

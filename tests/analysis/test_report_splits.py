@@ -1,7 +1,7 @@
 """``tapt report RUN_DIR`` states the run's splits: the test result's seen and novel queries
 with the metrics on each part (``test.json``'s ``train_overlap``), how dev was carved
 (``dev_carve``), what train was decontaminated against (``decontaminated``), and a run
-that does not beat its base model on dev; a run without these records reports as before."""
+that does not beat its base model on dev; a run without these records states none of them."""
 
 from __future__ import annotations
 
@@ -78,21 +78,21 @@ def test_the_report_states_seen_novel_carve_and_decontamination(tmp_path):
     assert data["zero_shot_gate"]["beats_zero_shot"] is True
 
 
-def test_a_query_carve_and_an_older_record_say_what_they_can(tmp_path):
+def test_a_query_carve_says_so_and_a_record_without_by_is_refused(tmp_path):
     carve = {**CARVE, "by": "query", "groups": 100, "overlap": 64}
     markdown = render_markdown(build_report(make_run(tmp_path, dev_carve=carve), bm25=None),
                                tmp_path)
     assert "carved from `train` by single query (seed 0)" in markdown
     assert ("64 of the dev queries have a relevant passage that is a training positive: dev "
             "partly rewards memorising training passages.") in markdown
-    old = {key: CARVE[key] for key in ("carved_from", "split", "seed", "queries",
-                                       "remaining_train_queries", "ids_digest")}
-    markdown = render_markdown(build_report(make_run(tmp_path / "old", dev_carve=old),
-                                            bm25=None), tmp_path)
-    assert "by single query" in markdown and "Recorded before tapt carved by group" in markdown
+    for key in ("by", "groups", "overlap"):
+        partial = {name: value for name, value in CARVE.items() if name != key}
+        run = make_run(tmp_path / f"without-{key}", dev_carve=partial)
+        with pytest.raises(ValueError, match=rf"results\.json: field 'dev_carve\.{key}'"):
+            build_report(run, bm25=None)
 
 
-def test_a_run_without_records_reports_as_before(tmp_path):
+def test_a_run_without_records_states_none(tmp_path):
     report = build_report(make_run(tmp_path), bm25=None)
     markdown = render_markdown(report, tmp_path)
     for absent in ("seen", "carved", "decontaminated", "does not beat"):

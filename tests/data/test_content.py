@@ -71,8 +71,7 @@ def test_check_made_from(tiny_beir_path, tmp_path, caplog):
 def test_a_record_without_its_provenance_warns_that_the_data_is_not_checked(
         tiny_beir_path, tmp_path, caplog, provenance):
     """A digest record whose ``data`` or ``split`` is missing or of the wrong type still
-    checks the file's own digest, and says that the data it was made from is not checked
-    (it used to skip that check in silence)."""
+    checks the file's own digest, and says that the data it was made from is not checked."""
     dataset = load_beir_folder(tiny_beir_path)
     path = tmp_path / "made.jsonl"
     path.write_text("{}\n")

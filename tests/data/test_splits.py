@@ -129,7 +129,7 @@ def recipe_for(folder, **data):
 
 def test_recipe_key_carves_from_train_and_refuses_a_folder_with_dev(tmp_path, tiny_beir_path):
     from tapt.data.beir import load_beir_folder
-    from tapt.training.contrastive import load_recipe_data
+    from tapt.training.inputs import load_recipe_data
 
     whole = load_beir_folder(tiny_beir_path, ["train", "dev", "test"])
     folder = tmp_path / "nodev"
@@ -184,7 +184,7 @@ def replace_carved(dataset):
 def test_a_recipe_decontaminates_before_it_carves(tmp_path):
     """data.decontaminate drops train judgments of test-relevant passages first, then dev is
     carved from what is left; without --test the test qrels are not kept."""
-    from tapt.training.contrastive import load_recipe_data
+    from tapt.training.inputs import load_recipe_data
 
     data = shared_passages(groups=20, size=3)
     train = data.split("train")

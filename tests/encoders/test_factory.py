@@ -1,4 +1,4 @@
-"""tapt.encoders.factory (name or loaded model -> Encoder) and tapt.retrieval.factory
+"""tapt.encoders.factory (name or loaded model -> Encoder) and tapt.retrieval.retriever_factory
 (bm25 / dense / hybrid), and the data layer's one lenient mapping."""
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from tapt.encoders.factory import (
 from tapt.encoders.sentence import SentenceTransformerEncoder
 from tapt.retrieval.bm25 import BM25Retriever
 from tapt.retrieval.dense import DenseRetriever
-from tapt.retrieval.factory import BM25, HybridOptions, build_retriever
 from tapt.retrieval.hybrid import HybridRetriever
+from tapt.retrieval.retriever_factory import BM25, HybridOptions, build_retriever
 
 
 class Stub(Encoder):

@@ -185,7 +185,7 @@ def test_zero_shot_test_after_training_uses_the_cache(tiny_bert_path, tiny_beir_
 
     import tapt
     from tapt.recipe import Recipe
-    from tapt.training.contrastive import report_on_test
+    from tapt.training.evaluation_on_test import report_on_test
 
     monkeypatch.setenv("TAPT_EMBEDDING_CACHE", "1")
     monkeypatch.setenv("TAPT_CACHE_DIR", str(tmp_path / "cache-home"))

@@ -249,11 +249,11 @@ def test_manifests_record_digests_and_one_without_them_is_re_encoded(tmp_path, c
     assert manifest["files"] == {
         "rows.npy": file_record(cache.folder / f"{stem}.rows.npy"),
         "digests.npy": file_record(cache.folder / f"{stem}.digests.npy")}
-    del manifest["files"]  # what an older tapt wrote
+    del manifest["files"]
     manifest_path.write_text(json.dumps(manifest))
     with caplog.at_level(logging.WARNING):
         again = EmbeddingCache(tmp_path, {"model": "m"})
-    assert "records no content digests" in caplog.text
+    assert "records no content digests (field 'files')" in caplog.text
     assert not again.get(["a", "b"])[1].any() and not list(cache.folder.glob("shard-*"))
 
 

@@ -12,8 +12,8 @@ import pytest
 
 from tapt.data.beir import DataError, Passage, load_beir_folder, write_beir
 from tapt.data.mined import read_mined
-from tapt.retrieval.factory import build_retriever
 from tapt.retrieval.mining import MiningSettings, MiningSummary, mine, mine_query, threshold
+from tapt.retrieval.retriever_factory import build_retriever
 
 QUERY = "q00"
 

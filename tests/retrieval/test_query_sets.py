@@ -122,7 +122,7 @@ def test_dense_query_sets_share_one_encoding_and_match_separate_runs(tiny_bert_p
 def test_evaluate_query_sets_retrieves_once(tiny_beir_path):
     from tapt.retrieval.bm25 import BM25Retriever
     from tapt.retrieval.evaluate import evaluate
-    from tapt.retrieval.query_sets import evaluate_query_sets
+    from tapt.retrieval.query_set_retrieval import evaluate_query_sets
 
     class Counting(BM25Retriever):
         calls = 0

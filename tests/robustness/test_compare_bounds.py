@@ -209,12 +209,12 @@ def without_fingerprint(path: Path) -> Path:
     return path
 
 
-@mark(AREA_PAIRING, "tapt compare", "result files written before the fingerprint (no "
-      "evaluated.data_fingerprint)", "compared with a warning naming the files (log, table "
-      "caption, compare.json 'warnings'); their split, relevance rule and top-k still "
-      "checked")
-def test_old_result_files_are_compared_with_a_warning(dataset_dir, tmp_path, quiet_cli,
-                                                      capsys, caplog):
+@mark(AREA_PAIRING, "tapt compare", "result files without a fingerprint (no "
+      "evaluated.data_fingerprint: not written by tapt eval / tapt bm25)", "compared with a "
+      "warning naming the files (log, table caption, compare.json 'warnings'); their split, "
+      "relevance rule and top-k still checked")
+def test_result_files_without_a_fingerprint_are_compared_with_a_warning(
+        dataset_dir, tmp_path, quiet_cli, capsys, caplog):
     from tapt.analysis.compare import compare_results
 
     a = without_fingerprint(bm25_result(quiet_cli, dataset_dir, tmp_path / "a.json"))
@@ -454,7 +454,7 @@ def test_training_test_results_record_the_data_as_loaded(dataset_dir):
     from tapt.recipe import Recipe
     from tapt.retrieval.bm25 import BM25Retriever
     from tapt.retrieval.evaluate import evaluate
-    from tapt.training.contrastive import load_recipe_data
+    from tapt.training.inputs import load_recipe_data
 
     recipe = Recipe.model_validate({"model": {"name": "m"}, "output_dir": "run",
                                     "data": {"path": str(dataset_dir)}})

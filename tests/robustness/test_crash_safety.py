@@ -77,8 +77,8 @@ def test_sigkill_anywhere_then_resume_reaches_the_same_weights_and_metrics(make_
     area="crash safety", fault="metrics.jsonl whose last line a crash cut short",
     behaviour="the line is skipped with a warning; earlier evaluations are kept")
 def test_a_truncated_last_metrics_line_is_skipped_on_resume(make_recipe):
-    from tapt.training.run import read_history
-    from tapt.training.run_dir import RunDir
+    from tapt.run_folder.layout import RunDir
+    from tapt.run_folder.records import read_history
 
     _, output = make_recipe("truncated")
     output.mkdir(parents=True)
@@ -92,8 +92,8 @@ def test_a_truncated_last_metrics_line_is_skipped_on_resume(make_recipe):
     behaviour="the torn half line is cut away (warning) before the append, so the file "
               "reads back whole: the earlier and the new evaluation, nothing in between")
 def test_an_append_after_a_torn_line_cuts_it_away(tmp_path, caplog):
-    from tapt.training.run import read_history
-    from tapt.training.run_dir import RunDir
+    from tapt.run_folder.layout import RunDir
+    from tapt.run_folder.records import read_history
     from tapt.util.files import append_json_line
 
     metrics = {"binary_ndcg@10": 0.5, "graded_ndcg@10": 0.5, "mrr@10": 0.4,
@@ -127,8 +127,8 @@ def test_an_append_after_a_torn_line_cuts_it_away(tmp_path, caplog):
 ])
 def test_an_edited_metrics_entry_is_refused_naming_line_and_field(tmp_path, change, field):
     from tapt.data.beir import DataError
-    from tapt.training.run import read_history
-    from tapt.training.run_dir import RunDir
+    from tapt.run_folder.layout import RunDir
+    from tapt.run_folder.records import read_history
 
     good = {"step": 0, "binary_ndcg@10": 0.5, "graded_ndcg@10": 0.5, "mrr@10": 0.4,
             "recall@100": 0.9}
@@ -144,8 +144,8 @@ def test_an_edited_metrics_entry_is_refused_naming_line_and_field(tmp_path, chan
 
 def test_a_missing_metric_is_refused_only_where_metrics_are_required(tmp_path):
     from tapt.data.beir import DataError
-    from tapt.training.run import read_history
-    from tapt.training.run_dir import RunDir
+    from tapt.run_folder.layout import RunDir
+    from tapt.run_folder.records import read_history
 
     dapt = {"step": 5, "epoch": 1.0, "heldout_loss": 2.3}  # DAPT without retrieval
     (tmp_path / "metrics.jsonl").write_text(json.dumps(dapt) + "\n", encoding="utf-8")

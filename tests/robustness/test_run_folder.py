@@ -21,11 +21,11 @@ from transformers import TrainerCallback
 
 from tapt.data.synth import synthesize
 from tapt.recipe import RecipeError, load_recipe
-from tapt.training import fingerprint
+from tapt.run_folder import input_fingerprint as fingerprint
+from tapt.run_folder.layout import RunDir, mark_complete, write_recipe
+from tapt.run_folder.start import prepare_run_dir
 from tapt.training.contrastive import train
 from tapt.training.dapt import dapt
-from tapt.training.run_dir import RunDir, mark_complete, write_recipe
-from tapt.training.run_start import prepare_run_dir
 
 AREA = "run folder"
 STEPS = {"max_steps": 4, "eval_steps": 2}
@@ -117,14 +117,13 @@ def test_resume_refuses_model_weights_changed_behind_the_same_path(model_copy, m
 
 @pytest.mark.reliability(
     area=AREA, reader="resume (input fingerprint)",
-    fault="recipe.yaml's fingerprint block edited: a file's sha256 removed, its hashed set "
-          "to 'partly', its size a string, a group a list, the Hub commit a number",
+    fault="recipe.yaml's fingerprint block edited: a file's sha256 removed, its size removed, "
+          "its size a string, a group a list, the Hub commit a number",
     behaviour="refused before resuming, naming recipe.yaml and the field "
               "(fingerprint.GROUP.FILE.KEY); no KeyError, no change passed as unchanged")
 @pytest.mark.parametrize(("edit", "field"), [
     (lambda fp: fp["data"]["corpus.jsonl"].pop("sha256"), "fingerprint.data.corpus.jsonl.sha256"),
-    (lambda fp: fp["data"]["corpus.jsonl"].update(hashed="partly"),
-     "fingerprint.data.corpus.jsonl.hashed"),
+    (lambda fp: fp["data"]["corpus.jsonl"].pop("size"), "fingerprint.data.corpus.jsonl.size"),
     (lambda fp: fp["data"]["corpus.jsonl"].update(size="812"),
      "fingerprint.data.corpus.jsonl.size"),
     (lambda fp: fp.update(model=[1]), "fingerprint.model"),
@@ -156,50 +155,47 @@ def complete_checkpoint(run: RunDir, step: int) -> Path:
 
 @pytest.mark.reliability(
     area=AREA, reader="fingerprint rule",
-    fault="touch (mtime only); a same-size edit in the middle of a big file; a fingerprint "
-          "from an older tapt (head+tail of big files); a recipe.yaml from before "
-          "fingerprints",
+    fault="touch (mtime only); a same-size edit in the middle of a big file; a run folder "
+          "whose recipe.yaml records no fingerprint",
     behaviour="touch is no change; the same-size edit is a change (files are hashed whole); "
-              "an older head+tail entry is a hint; the old run resumes with a warning")
-def test_fingerprint_rule_mtime_is_a_hint_and_old_runs_resume(make_recipe, tmp_path,
-                                                              monkeypatch, caplog):
+              "the run without a fingerprint is refused, naming recipe.yaml and the field "
+              "fingerprint; nothing written")
+def test_fingerprint_rule_and_a_run_without_a_fingerprint(make_recipe, tmp_path):
     small, big = tmp_path / "small.tsv", tmp_path / "big.jsonl"
     small.write_bytes(b"q1\td1\t3\n" * 10)
     big.write_bytes(b"x" * 5000)
-    monkeypatch.setattr(fingerprint, "EDGE_BYTES", 1024)
 
-    def entries(hashed: str = "whole") -> dict:
+    def entries() -> dict:
         return {"data": {small.name: fingerprint.file_entry(small),
-                         big.name: fingerprint.file_entry(big, hashed)}}
+                         big.name: fingerprint.file_entry(big)}}
     old = entries()
-    assert old["data"]["small.tsv"]["hashed"] == old["data"]["big.jsonl"]["hashed"] == "whole"
+    assert set(old["data"]["big.jsonl"]) == {"size", "sha256"}
     later = time.time() + 100
     for path in (small, big):
         os.utime(path, (later, later))
-    assert fingerprint.compare(old, entries()) == ([], [])
-    older = entries("head+tail")  # what a fingerprint from before whole-file hashing holds
+    assert fingerprint.compare(old, entries()) == []
     raw = bytearray(big.read_bytes())
     raw[2500] = ord("y")  # the middle of the big file, same size
     big.write_bytes(bytes(raw))
-    assert fingerprint.compare(old, entries())[0] == [
+    assert fingerprint.compare(old, entries()) == [
         "data: big.jsonl changed (same size 5000, other content)"]
-    changes, hints = fingerprint.compare(older, entries())
-    assert changes == [] and len(hints) == 1 and "older tapt" in hints[0]
-    small.write_bytes(b"q1\td2\t3\n" * 10)  # same size, other content, hashed whole
-    assert fingerprint.compare(old, entries())[0][0] == \
-        "data: big.jsonl changed (same size 5000, other content)"
+    small.write_bytes(b"q1\td2\t3\n" * 10)  # same size, other content
     assert "data: small.tsv changed (same size 80, other content)" in \
-        fingerprint.compare(old, entries())[0]
+        fingerprint.compare(old, entries())
 
-    # A run folder from before fingerprints: resumes, with a warning.
-    recipe = load_recipe(make_recipe("old-run")[0])
+    # A run folder whose recipe.yaml records no fingerprint: not resumed blind.
+    recipe = load_recipe(make_recipe("no-fingerprint")[0])
     run = RunDir(Path(recipe.output_dir))
-    write_recipe(run, recipe)  # no fingerprint
-    checkpoint = complete_checkpoint(run, 2)
-    with caplog.at_level(logging.WARNING, logger="tapt"):
-        start = prepare_run_dir(recipe, fingerprint.input_fingerprint(recipe))
-    assert start.resume_from == str(checkpoint)
-    assert "records no fingerprint" in caplog.text
+    write_recipe(run, recipe, fingerprint.input_fingerprint(recipe))
+    saved = yaml.safe_load(run.recipe_file.read_text(encoding="utf-8"))
+    del saved["fingerprint"]
+    run.recipe_file.write_text(yaml.safe_dump(saved), encoding="utf-8")
+    complete_checkpoint(run, 2)
+    before = listing(run.root)
+    with pytest.raises(RecipeError) as caught:
+        prepare_run_dir(recipe, fingerprint.input_fingerprint(recipe))
+    assert f"{run.recipe_file}: field 'fingerprint: missing'" in str(caught.value)
+    assert listing(run.root) == before
 
 
 # --------------------------------------------------------------- 3. two trainings, one folder
@@ -207,7 +203,7 @@ def test_fingerprint_rule_mtime_is_a_hint_and_old_runs_resume(make_recipe, tmp_p
 HOLD = """
 import sys, time
 from pathlib import Path
-from tapt.training.run_lock import RunLock
+from tapt.run_folder.lock import RunLock
 lock = RunLock(Path(sys.argv[1])).acquire()
 print("locked", flush=True)
 time.sleep(600)

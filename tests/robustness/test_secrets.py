@@ -206,6 +206,7 @@ def test_a_token_in_overrides_and_data_reaches_no_file_and_no_output(
         make_recipe, tmp_path, monkeypatch, capsys, caplog):
     pytest.importorskip("wandb")
     import tapt.training.contrastive as tapt_training
+    import tapt.training.run_outputs as run_outputs
     from tapt.hub.push import check_environment, push_export
 
     wandb_dir = tmp_path / "wandb-dir"
@@ -218,7 +219,7 @@ def test_a_token_in_overrides_and_data_reaches_no_file_and_no_output(
     monkeypatch.setattr(tapt_training, "check_hub",
                         lambda recipe: check_environment(recipe.hub.repo_id, dry_run=True))
     pushed = []
-    monkeypatch.setattr(tapt_training, "push_to_hub", lambda recipe, folder: pushed.append(
+    monkeypatch.setattr(run_outputs, "push_to_hub", lambda recipe, folder: pushed.append(
         push_export(folder, recipe.hub.repo_id, dry_run=True)))
 
     data = planted_dataset(tmp_path / "data")

@@ -22,9 +22,9 @@ from transformers import TrainerCallback
 from tapt.data.beir import DataError
 from tapt.data.sources import load_data
 from tapt.recipe import RecipeError, load_recipe
-from tapt.training import fingerprint
-from tapt.training.run_dir import RunDir, mark_complete, write_recipe
-from tapt.training.run_start import prepare_run_dir
+from tapt.run_folder import input_fingerprint as fingerprint
+from tapt.run_folder.layout import RunDir, mark_complete, write_recipe
+from tapt.run_folder.start import prepare_run_dir
 
 AREA = "stored artefacts"
 CONCURRENCY = "cache concurrency"

@@ -1,5 +1,5 @@
 """Two sweeps on one folder: a sweep folder is locked like a run folder
-(:mod:`tapt.training.run_lock`). A second ``tapt sweep`` on it is refused at once, naming
+(:mod:`tapt.run_folder.lock`). A second ``tapt sweep`` on it is refused at once, naming
 the holder's pid, and writes nothing (it used to record the first sweep's running trials as
 failed and, writing last, name the worse trial the winner); a lock a killed sweep left is
 taken over with a warning naming the dead pid."""
@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from tapt.run_folder.layout import RunDir
 from tapt.training import contrastive
-from tapt.training.run_dir import RunDir
 
 AREA = "concurrency"
 METRIC = "binary_ndcg@10"
@@ -84,7 +84,7 @@ def test_a_second_sweep_on_a_running_sweeps_folder_is_refused(make_recipe, monke
     behaviour="refused at once (exit 2) naming the holder's pid; nothing written")
 def test_a_sweep_on_a_folder_a_training_holds_is_refused(make_recipe, tmp_path, monkeypatch,
                                                         quiet_cli, capsys):
-    from tapt.training.run_lock import RunLock
+    from tapt.run_folder.lock import RunLock
 
     recipe_file, _ = make_recipe("grid")
     folder = tmp_path / "busy"
@@ -135,7 +135,7 @@ def test_a_lock_holder_pid_that_is_no_process_id_is_not_alive(pid):
     import os
     import socket
 
-    from tapt.training.run_lock import locked_message, pid_alive
+    from tapt.run_folder.lock import locked_message, pid_alive
 
     assert pid_alive(os.getpid())
     assert not pid_alive(pid)

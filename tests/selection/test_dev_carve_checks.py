@@ -109,7 +109,7 @@ def test_ingredients_recording_different_carves_are_refused_naming_both(
 
 @pytest.mark.parametrize(("carve", "record", "says"), [
     (True, None, "records no dev carve"),
-    (True, "legacy", "field 'dev_carve.by'"),  # recorded before 'by': a carve by query
+    (True, "without by", "field 'dev_carve.by': expected 'group' or 'query', got None"),
     (True, "by query", "field 'dev_carve.by'"),
     (False, "carved", "reads its dev split"),
 ])
@@ -118,8 +118,7 @@ def test_a_run_whose_carve_record_does_not_match_todays_recipe_is_refused(
         says):
     reference = fake_run(tmp_path / "ref", tiny_bert_path, undivided_path)
     carved = today(reference)
-    records = {None: None, "legacy": {k: v for k, v in carved.items() if k not in ("by",
-                                                                                   "groups")},
+    records = {None: None, "without by": {k: v for k, v in carved.items() if k != "by"},
                "by query": {**carved, "by": "query"}, "carved": carved}
     runs = [fake_run(tmp_path / name, tiny_bert_path,
                      undivided_path if carve else tiny_beir_path, carve=carve,

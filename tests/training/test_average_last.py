@@ -12,9 +12,10 @@ from safetensors.torch import load_file, save_file
 from transformers import TrainerCallback
 
 from tapt.recipe import RecipeError, load_recipe
-from tapt.training.contrastive import averaged_metrics, train
+from tapt.run_folder.layout import RunDir, mark_complete
+from tapt.training.best_weights import averaged_metrics
+from tapt.training.contrastive import train
 from tapt.training.errors import NonFiniteTrainingError
-from tapt.training.run_dir import RunDir, mark_complete
 
 STEPS = {"max_steps": 8, "eval_steps": 2, "save_total_limit": 4, "average_last": 3}
 
@@ -90,7 +91,7 @@ def test_an_epoch_run_with_too_few_saves_stops_before_the_zero_shot_test(make_re
     from tapt.training import contrastive
 
     tested = []
-    monkeypatch.setattr(contrastive, "test_metrics", lambda *args: tested.append(args))
+    monkeypatch.setattr(contrastive, "zero_shot_test_metrics", lambda *args: tested.append(args))
     recipe_file, output = make_recipe("few", training={
         "max_steps": -1, "epochs": 1, "eval_steps": 2, "average_last": 9,
         "save_total_limit": 10}, eval={"zero_shot": True})

@@ -102,7 +102,7 @@ def test_a_tapt_run_with_batch_by_title_draws_every_batch_from_one_patent(
     from tapt.data.triplets import build_training_rows
     from tapt.recipe import load_recipe
     from tapt.training.contrastive import train
-    from tapt.training.grouped_batches import group_of
+    from tapt.training.inputs import group_of
 
     batches: list[list[int]] = []
     original = GroupedBatchSampler.__iter__
@@ -131,7 +131,7 @@ def test_a_tapt_run_with_batch_by_title_draws_every_batch_from_one_patent(
 def test_batch_by_is_validated_and_label_needs_a_local_corpus(tiny_beir_path):
     from tapt.data.sources import load_data
     from tapt.recipe import DataSettings
-    from tapt.training.grouped_batches import group_of
+    from tapt.training.inputs import group_of
 
     with pytest.raises(ValueError, match="none, title or label:FIELD"):
         DataSettings(path=str(tiny_beir_path), batch_by="patent")

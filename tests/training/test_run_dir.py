@@ -4,18 +4,24 @@ from __future__ import annotations
 
 import shutil
 
-from tapt.training.run_dir import RunDir
+from tapt.run_folder.layout import RunDir, mark_complete
 
 
 def test_resume_skips_a_checkpoint_killed_mid_save(tmp_path):
+    """Only a checkpoint with its completion marker is whole: one killed before the marker
+    was written (its trainer state there or not) is skipped."""
     run = RunDir(tmp_path)
-    for step, complete in ((3, True), (6, True), (9, False)):
+    for step, complete in ((3, True), (6, True), (9, False), (12, False)):
         folder = run.checkpoints / f"checkpoint-{step}"
         folder.mkdir(parents=True)
-        if complete:
+        if complete or step == 12:
             (folder / "trainer_state.json").write_text("{}")
+        if complete:
+            mark_complete(folder, step)
     (run.checkpoints / "checkpoint-notes").mkdir()
     assert run.last_checkpoint() == str(run.checkpoints / "checkpoint-6")
+    assert run.incomplete_checkpoints() == [run.checkpoints / "checkpoint-9",
+                                            run.checkpoints / "checkpoint-12"]
 
 
 def test_no_checkpoint_means_a_fresh_start(tmp_path):
@@ -24,10 +30,11 @@ def test_no_checkpoint_means_a_fresh_start(tmp_path):
     assert RunDir(tmp_path).last_checkpoint() is None
 
 
-def test_a_checkpoint_marker_records_content_digests_and_old_markers_check_sizes(tmp_path):
+def test_a_checkpoint_marker_records_content_digests_and_other_markers_are_incomplete(
+        tmp_path):
     import json
 
-    from tapt.training.run_dir import CHECKPOINT_MARKER, mark_complete
+    from tapt.run_folder.layout import CHECKPOINT_MARKER
     from tapt.util.digests import file_record
 
     run = RunDir(tmp_path)
@@ -60,9 +67,10 @@ def test_a_checkpoint_marker_records_content_digests_and_old_markers_check_sizes
     (folder.parent / "elsewhere.pt").unlink()
     shutil.rmtree(folder / "2_Dense")
     mark_complete(folder, 2)
-    # A marker an older tapt wrote (sizes only) is checked by its sizes.
-    (folder / CHECKPOINT_MARKER).write_text(json.dumps(
-        {"step": 2, "files": {"optimizer.pt": 100, "trainer_state.json": 2}}))
     assert run.last_checkpoint() == str(folder)
-    (folder / "optimizer.pt").write_bytes(b"\x01" * 99)
-    assert run.last_checkpoint() is None
+    # A marker whose records are sizes, not digest records, or that records no files, does
+    # not make the checkpoint whole, though every size matches.
+    for marker in ({"step": 2, "files": {"optimizer.pt": 100, "trainer_state.json": 2}},
+                   {"step": 2, "files": {}}, {"step": 2}, [2]):
+        (folder / CHECKPOINT_MARKER).write_text(json.dumps(marker))
+        assert run.incomplete_checkpoints() == [folder] and run.last_checkpoint() is None

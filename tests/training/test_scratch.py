@@ -1,4 +1,4 @@
-"""Scratch folders for training (tapt.training.scratch): made fresh, removed on leaving even
+"""Scratch folders for training (tapt.run_folder.scratch): made fresh, removed on leaving even
 when training fails, and a folder a killed process left behind removed by the next one."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from tapt.training.scratch import _host, remove_stale, scratch_folder
+from tapt.run_folder.scratch import _host, remove_stale, scratch_folder
 
 
 def dead_pid() -> int:
@@ -72,7 +72,7 @@ def test_a_file_where_the_cache_should_be_is_refused_naming_it(tmp_path):
 def test_listed_folders_say_whose_they_are_and_prune_removes_only_the_left(
         tmp_path, monkeypatch, capsys):
     from tapt.cli import main
-    from tapt.training.scratch import list_scratch
+    from tapt.run_folder.scratch import list_scratch
 
     monkeypatch.setenv("TAPT_CACHE_DIR", str(tmp_path / "cache"))
     root = tmp_path / "cache" / "scratch"
@@ -104,7 +104,7 @@ def test_an_unreadable_scratch_root_still_lists_the_other_caches(tmp_path, monke
     from pathlib import Path
 
     from tapt.cli import main
-    from tapt.training.scratch import list_scratch
+    from tapt.run_folder.scratch import list_scratch
 
     monkeypatch.setenv("TAPT_CACHE_DIR", str(tmp_path / "cache"))
     root = tmp_path / "cache" / "scratch"

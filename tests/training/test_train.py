@@ -233,9 +233,9 @@ def test_training_batches_carry_the_query_instruction(make_recipe, tiny_qwen3_pa
     """The trainer's collator must add the same prompts that evaluation and export use."""
     from datasets import Dataset
 
-    from tapt.training.contrastive import column_prompts, training_arguments
+    from tapt.run_folder.layout import RunDir
+    from tapt.training.assembly import column_prompts, training_arguments
     from tapt.training.losses import build_loss
-    from tapt.training.run_dir import RunDir
     from tapt.training.trainer import TaptTrainer
 
     recipe_file, _ = make_recipe("prompts", model_path=tiny_qwen3_path,

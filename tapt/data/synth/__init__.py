@@ -36,7 +36,7 @@ the same seed gives byte-identical files.
 The vocabulary and sentence templates are data, in ``tapt/data/synth/tables/*.json`` (read by
 :mod:`~tapt.data.synth.vocabulary`); the logic lives in :mod:`~tapt.data.synth.entities`
 (entity sets and Jaccard edits), :mod:`~tapt.data.synth.queries` (keys and query text),
-:mod:`~tapt.data.synth.passages` (prose), :mod:`~tapt.data.synth.patents` (triplets,
+:mod:`~tapt.data.synth.passage_prose` (prose), :mod:`~tapt.data.synth.patents` (triplets,
 distractors, splits) and :mod:`~tapt.data.synth.dataset` (:func:`build`, :func:`synthesize`).
 """
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from tapt.data.beir import ANCHOR, HARD_NEGATIVE, SOFT_NEGATIVE, SPLITS, Passage, Qrels, write_beir
 from tapt.data.synth.entities import Formulation, KeyIndex, jaccard, role_swaps
-from tapt.data.synth.passages import render
+from tapt.data.synth.passage_prose import render
 from tapt.data.synth.patents import (
     VARIANTS,
     Chunk,

@@ -12,7 +12,7 @@ import random
 from dataclasses import dataclass
 
 from tapt.data.synth.entities import Formulation, KeyIndex
-from tapt.data.synth.passages import article
+from tapt.data.synth.passage_prose import article
 from tapt.data.synth.vocabulary import (
     CHEMICAL_ALIASES,
     MODES,

@@ -20,7 +20,7 @@ Objectives:
   negatives (MultipleNegativesRankingLoss), for any model (Qwen3 too: its missing dropout is
   supplied while training).
 
-The export (``OUTPUT/final``, :mod:`~tapt.training.dapt.export`) is a SentenceTransformer
+The export (``OUTPUT/final``, :mod:`~tapt.training.dapt.dapt_export`) is a SentenceTransformer
 folder that ``tapt train`` starts from (``model.name: OUTPUT/final``); ``tapt_preset.json``
 keeps the base model's family preset so the TAPT run pools and prompts as the base model did.
 
@@ -41,14 +41,17 @@ from pathlib import Path
 
 from transformers import set_seed
 
-from tapt.data.passages import collect_passages, split_held_out
 from tapt.encoders.loading import load_sentence_transformer
 from tapt.recipe import DaptRecipe
-from tapt.training.dapt.export import dapt_card_section, export_dapt
-from tapt.training.dapt.inputs import (
+from tapt.run_folder.records import read_history, write_results
+from tapt.run_folder.start import RunStart, open_run_dir
+from tapt.training.dapt.dapt_export import dapt_card_section, export_dapt
+from tapt.training.dapt.dapt_inputs import (
     DEFAULT_MAX_LENGTH,
+    DaptInputs,
     check_objective,
     dev_evaluator,
+    prepare_dapt_inputs,
     retrieval_data,
     sequence_length,
     window_overlap,
@@ -66,7 +69,6 @@ from tapt.training.dapt.mlm import (
 )
 from tapt.training.dapt.recorder import DaptRecorder
 from tapt.training.dapt.simcse import restore_dropout, set_dropout, simcse_trainer
-from tapt.training.distributed import is_main_process
 from tapt.training.nonfinite import NonFiniteGuard
 from tapt.training.run import (
     check_exportable,
@@ -74,13 +76,11 @@ from tapt.training.run import (
     export_staging,
     model_spec,
     push_to_hub,
-    read_history,
     run_trainer,
-    write_results,
 )
-from tapt.training.run_start import RunStart, open_run_dir
 from tapt.training.tracking import check_wandb
 from tapt.util.files import publish
+from tapt.util.process_group import is_main_process
 
 logger = logging.getLogger(__name__)
 
@@ -88,6 +88,7 @@ __all__ = [
     "DEFAULT_MAX_LENGTH",
     "WHOLE_WORD_REPLACEMENT",
     "BatchSeededMasking",
+    "DaptInputs",
     "DaptRecorder",
     "DaptResult",
     "MaskedOrPadded",
@@ -102,6 +103,7 @@ __all__ = [
     "mlm_model",
     "mlm_trainer",
     "pad_offsets",
+    "prepare_dapt_inputs",
     "restore_dropout",
     "retrieval_data",
     "sequence_length",
@@ -140,17 +142,14 @@ def dapt(recipe: DaptRecipe, *, callbacks: list | None = None,
 def dapt_in(start: RunStart, recipe: DaptRecipe, *, callbacks: list | None = None
             ) -> DaptResult:
     """The phases of :func:`dapt` after the run folder was checked and locked."""
-    # 2. Load and check the passages, then the model and the objective's needs; whatever
-    # fails here leaves the run folder as it was.
-    eval_data = retrieval_data(recipe)
-    passages = collect_passages(recipe.data, eval_data if recipe.data.path
-                                and not recipe.data.dev_data else None)
-    train_texts, held_out = split_held_out(passages, recipe.data.held_out_fraction,
-                                           recipe.data.held_out_max, recipe.data.seed)
+    # 2. Inputs (tapt.training.dapt.dapt_inputs), then the model and the objective's needs;
+    # whatever fails here leaves the run folder as it was.
+    inputs = prepare_dapt_inputs(recipe)
+    train_texts, held_out = inputs.train_texts, inputs.held_out
     set_seed(recipe.training.seed)
     spec = model_spec(recipe)
     model = load_sentence_transformer(spec)
-    evaluator = dev_evaluator(recipe, eval_data)
+    evaluator = dev_evaluator(recipe, inputs.eval_data)
     guard = NonFiniteGuard(recipe.training.on_nonfinite, recipe.training.max_nonfinite_steps,
                            evaluator=evaluator)
     max_length = sequence_length(recipe, model)

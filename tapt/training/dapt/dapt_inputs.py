@@ -1,17 +1,43 @@
-"""What a DAPT run reads and checks before it trains: the dev retrieval data and its
-evaluator, the sequence length and the window overlap, and the objective's needs of the
-loaded model."""
+"""What a DAPT run reads and checks before it trains (its inputs step, as TAPT's
+:mod:`tapt.training.inputs`): the passages, split into training and held-out ones, the dev
+retrieval data and its evaluator, the sequence length and the window overlap, and the
+objective's needs of the loaded model. After it, the run reads nothing from
+:mod:`tapt.data`."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 from tapt.data import sources  # sources.load_data looked up at each call
 from tapt.data.beir import strictness
+from tapt.data.passages import collect_passages, split_held_out
 from tapt.data.subcorpus import subcorpus_ids
 from tapt.recipe import DaptRecipe, RecipeError
 
 DEFAULT_MAX_LENGTH = 512
 """DAPT sequence length when neither the recipe nor the model says less."""
 
+
+@dataclass
+class DaptInputs:
+    """The passages a DAPT run trains and measures its held-out loss on, and its dev data."""
+
+    train_texts: list[str]
+    held_out: list[str]
+    eval_data: Any
+    """The BEIR data of the zero-shot dev evaluation, None without one."""
+
+
+def prepare_dapt_inputs(recipe: DaptRecipe) -> DaptInputs:
+    """Read and check the passages and the dev data (every bad line an error naming the
+    file, the line and the field), then split off the held-out passages (seeded)."""
+    eval_data = retrieval_data(recipe)
+    passages = collect_passages(recipe.data, eval_data if recipe.data.path
+                                and not recipe.data.dev_data else None)
+    train_texts, held_out = split_held_out(passages, recipe.data.held_out_fraction,
+                                           recipe.data.held_out_max, recipe.data.seed)
+    return DaptInputs(train_texts=train_texts, held_out=held_out, eval_data=eval_data)
 
 
 def retrieval_data(recipe: DaptRecipe):

@@ -25,7 +25,7 @@ from tapt.encoders.model_paths import resolve_model_path
 from tapt.recipe import DaptRecipe
 from tapt.training.arguments import common_arguments
 from tapt.training.chunking import mlm_sequences
-from tapt.training.dapt.inputs import window_overlap
+from tapt.training.dapt.dapt_inputs import window_overlap
 from tapt.training.dapt.recorder import DaptRecorder
 
 logger = logging.getLogger(__name__)

@@ -7,9 +7,9 @@ import math
 
 from transformers import TrainerCallback
 
-from tapt.training.distributed import is_main_process
-from tapt.training.run_dir import RunDir
+from tapt.run_folder.layout import RunDir
 from tapt.util.files import append_json_line
+from tapt.util.process_group import is_main_process
 
 
 class DaptRecorder(TrainerCallback):

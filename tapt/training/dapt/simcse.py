@@ -7,7 +7,7 @@ from __future__ import annotations
 from tapt.recipe import LossSettings
 from tapt.training.arguments import common_arguments
 from tapt.training.chunking import text_windows
-from tapt.training.dapt.inputs import window_overlap
+from tapt.training.dapt.dapt_inputs import window_overlap
 from tapt.training.dapt.recorder import DaptRecorder
 
 
