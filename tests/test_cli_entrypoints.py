@@ -188,3 +188,26 @@ def test_python_tapt_does_not_import_modules_of_tapt_as_top_level(dataset, tmp_p
                check_rc=None)
     assert done.returncode != 0
     assert "SHADOWED" in done.stderr
+
+
+@pytest.mark.parametrize("world_size", ["1", "2"])
+def test_a_launched_rank_ends_in_main_after_its_exit_handlers(tmp_path, world_size):
+    """Under a launcher (``WORLD_SIZE`` > 1) a rank running its own command line ends in
+    ``main``: its exit handlers run and its exit code is kept, but the interpreter's
+    finalization (where torch's C++ teardown aborted 1 two-rank run in 10) is skipped, so
+    nothing after ``main()`` runs. A single process returns the code as before."""
+    script = ("import atexit, sys\n"
+              "atexit.register(lambda: print('exit handler ran', flush=True))\n"
+              "from tapt.cli import main\n"
+              f"sys.argv = ['tapt', 'data', 'stats', {str(tmp_path / 'missing')!r}]\n"
+              "print('returned', main(), flush=True)\n")
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "WORLD_SIZE": world_size, "HF_HUB_OFFLINE": "1",
+           "PYTHONPATH": str(root)}
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                          text=True, timeout=120, check=False)
+    assert "exit handler ran" in done.stdout and "not a folder" in done.stdout + done.stderr
+    if world_size == "2":
+        assert done.returncode == 2 and "returned" not in done.stdout
+    else:
+        assert done.returncode == 0 and "returned 2" in done.stdout

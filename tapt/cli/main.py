@@ -26,7 +26,7 @@ from tapt.cli import (
 )
 from tapt.cli.options import CommandParser, check_cache_folders
 from tapt.data.beir import DataError
-from tapt.util.process_group import close_process_group
+from tapt.util.process_group import close_process_group, end_launched_process
 
 logger = logging.getLogger("tapt")
 GROUPS = (data, retrieval, serving, training, selection, hub, analysis, cases, cache)
@@ -63,6 +63,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one tapt command (``argv``: the arguments, None: the process's own) and return
+    its exit code; a launched rank running its own command line ends here
+    (:func:`~tapt.util.process_group.end_launched_process`)."""
+    code = run_command(argv)
+    if argv is None:
+        end_launched_process(code)
+    return code
+
+
+def run_command(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     # argparse stops filling the overrides at the first option; accept key=value after it.
