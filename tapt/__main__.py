@@ -14,7 +14,7 @@ if not __package__:
         sys.path.pop(0)
     sys.path.insert(0, os.path.dirname(_here))
 
-from tapt.cli import main
+from tapt.cli import entry
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(entry())

@@ -191,23 +191,26 @@ def test_python_tapt_does_not_import_modules_of_tapt_as_top_level(dataset, tmp_p
 
 
 @pytest.mark.parametrize("world_size", ["1", "2"])
-def test_a_launched_rank_ends_in_main_after_its_exit_handlers(tmp_path, world_size):
-    """Under a launcher (``WORLD_SIZE`` > 1) a rank running its own command line ends in
-    ``main``: its exit handlers run and its exit code is kept, but the interpreter's
+def test_a_launched_rank_ends_in_the_program_after_its_exit_handlers(tmp_path, world_size):
+    """Under a launcher (``WORLD_SIZE`` > 1) the ``tapt`` program ends its rank in
+    ``entry``: the exit handlers run and the exit code is kept, but the interpreter's
     finalization (where torch's C++ teardown aborted 1 two-rank run in 10) is skipped, so
-    nothing after ``main()`` runs. A single process returns the code as before."""
+    nothing after ``entry()`` runs. A single process returns the code as before, and
+    ``main`` (the function a script calls) never ends the process."""
     script = ("import atexit, sys\n"
               "atexit.register(lambda: print('exit handler ran', flush=True))\n"
-              "from tapt.cli import main\n"
+              "from tapt.cli import entry, main\n"
               f"sys.argv = ['tapt', 'data', 'stats', {str(tmp_path / 'missing')!r}]\n"
-              "print('returned', main(), flush=True)\n")
+              "print('main returned', main(), flush=True)\n"
+              "print('returned', entry(), flush=True)\n")
     root = Path(__file__).resolve().parents[1]
     env = {**os.environ, "WORLD_SIZE": world_size, "HF_HUB_OFFLINE": "1",
            "PYTHONPATH": str(root)}
     done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
                           text=True, timeout=120, check=False)
     assert "exit handler ran" in done.stdout and "not a folder" in done.stdout + done.stderr
+    assert "main returned 2" in done.stdout
     if world_size == "2":
-        assert done.returncode == 2 and "returned" not in done.stdout
+        assert done.returncode == 2 and "\nreturned" not in done.stdout
     else:
-        assert done.returncode == 0 and "returned 2" in done.stdout
+        assert done.returncode == 0 and "\nreturned 2" in done.stdout

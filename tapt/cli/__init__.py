@@ -10,6 +10,6 @@ module: ``tapt --help`` and a bad flag answer without loading them (the rule of
 ``tapt/__init__.py``'s docstring).
 """
 
-from tapt.cli.main import COMMANDS, build_parser, main
+from tapt.cli.main import COMMANDS, build_parser, entry, main
 
-__all__ = ["COMMANDS", "build_parser", "main"]
+__all__ = ["COMMANDS", "build_parser", "entry", "main"]

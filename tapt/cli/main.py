@@ -62,17 +62,18 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run one tapt command (``argv``: the arguments, None: the process's own) and return
-    its exit code; a launched rank running its own command line ends here
+def entry() -> int:
+    """The ``tapt`` program (``python -m tapt``, the console script): :func:`main` on the
+    process's own arguments; a rank started by a launcher ends here
     (:func:`~tapt.util.process_group.end_launched_process`)."""
-    code = run_command(argv)
-    if argv is None:
-        end_launched_process(code)
+    code = main()
+    end_launched_process(code)
     return code
 
 
-def run_command(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None) -> int:
+    """Run one tapt command (``argv``: the arguments, None: the process's own) and return
+    its exit code."""
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     # argparse stops filling the overrides at the first option; accept key=value after it.

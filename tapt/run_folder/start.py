@@ -241,7 +241,14 @@ def prepare_run_dir(recipe: Recipe | DaptRecipe, fingerprint: dict | None = None
                           "(no recipe.yaml)" + ("; --overwrite moves only tapt run folders"
                                                 if overwrite else "")
                           + "; choose an empty or new folder")
-    settings, inputs = run_changes(saved_recipe(run), recipe, fingerprint, run.recipe_file)
+    try:
+        settings, inputs = run_changes(saved_recipe(run), recipe, fingerprint,
+                                       run.recipe_file)
+    except RecipeError:
+        if not overwrite:
+            raise
+        check_movable(run)  # a run whose record cannot be read: moved aside, as asked
+        return RunStart(run, None, fingerprint, move_aside=True)
     changed = settings + inputs
     finished = run.final.is_dir()
     incomplete = run.incomplete_checkpoints()

@@ -62,11 +62,10 @@ SETTLED_NS = 2 * 10**9
 in coarse steps (a few ms), so a write right after a fresh one could keep its state."""
 
 
-def file_state(path: str | os.PathLike) -> tuple:
-    """What identifies a file and its content without reading it: device, inode, size,
-    modification and status-change times in ns (any write moves the status-change time,
-    which no user call can set back)."""
-    info = os.stat(path)
+def file_state(info: os.stat_result) -> tuple:
+    """What identifies a file and its content without reading it, from its ``fstat``:
+    device, inode, size, modification and status-change times in ns (any write moves the
+    status-change time, which no user call can set back)."""
     return info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns
 
 
@@ -76,29 +75,30 @@ def file_digest(path: str | os.PathLike) -> str:
     A run reads one file in several steps (the inputs' fingerprint at its start, the data
     fingerprint of its test results, the check of a stored file), so the digest is taken
     once per process: a settled file (:data:`SETTLED_NS`) whose :func:`file_state` is
-    unchanged since it was hashed is not read again."""
-    state = file_state(path)
-    if (known := _DIGESTS.get(state)) is not None:
-        return known
-    settled = time.time_ns() - max(state[3], state[4]) > SETTLED_NS
-    value = _stream_digest(path)
-    if settled and file_state(path) == state:  # not written while it was read
-        if len(_DIGESTS) >= REMEMBERED:
-            _DIGESTS.pop(next(iter(_DIGESTS)))
-        _DIGESTS[state] = value
+    unchanged since it was hashed is not read again. The state is taken from the opened
+    file (opening makes a network file system revalidate its cached attributes)."""
+    with open(path, "rb", buffering=0) as handle:
+        state = file_state(os.fstat(handle.fileno()))
+        if (known := _DIGESTS.get(state)) is not None:
+            return known
+        settled = time.time_ns() - max(state[3], state[4]) > SETTLED_NS
+        value = _stream_digest(handle)
+        if settled and file_state(os.fstat(handle.fileno())) == state:  # not written meanwhile
+            if len(_DIGESTS) >= REMEMBERED:
+                _DIGESTS.pop(next(iter(_DIGESTS)))
+            _DIGESTS[state] = value
     return value
 
 
-def _stream_digest(path: str | os.PathLike) -> str:
+def _stream_digest(handle) -> str:
     digest = hashlib.new(ALGORITHM)
     buffer = bytearray(BLOCK_BYTES)
     view = memoryview(buffer)
-    with open(path, "rb", buffering=0) as handle:
-        while True:
-            count = handle.readinto(buffer)
-            if not count:
-                break
-            digest.update(view[:count])
+    while True:
+        count = handle.readinto(buffer)
+        if not count:
+            break
+        digest.update(view[:count])
     return digest.hexdigest()
 
 

@@ -54,20 +54,27 @@ def close_at_exit() -> None:
 
 def launched() -> bool:
     """Whether this process is one rank of several started by a launcher."""
-    return int(os.environ.get("WORLD_SIZE", "1")) > 1
+    value = os.environ.get("WORLD_SIZE", "1").strip()
+    return value.isdigit() and int(value) > 1
 
 
-def end_launched_process(code: int) -> None:
-    """End a launched rank whose command is done: its exit handlers run (the process group
-    is closed, W&B and logging flush), then the process ends without the interpreter's
-    finalization. Closing the group before exit made the abort rarer, not gone (1 of 10
-    two-rank loops still ended rank 1 of ``tapt eval`` with "terminate called without an
-    active exception"): torch's distributed runtime still holds C++ objects whose threads
-    the static destructors meet joinable. ``os._exit`` after the exit handlers skips only
-    that stage; everything tapt writes is closed before (atomic writes, the run folder,
-    the result files). Does nothing outside a launcher."""
+def end_launched_process(code: int | None) -> None:
+    """End a launched rank whose command is done: an open W&B run is finished with the
+    exit code, the exit handlers run (the process group is closed, logging flushes), then
+    the process ends without the interpreter's finalization. Closing the group before exit
+    made the abort rarer, not gone (1 of 10 two-rank loops still ended rank 1 of ``tapt
+    eval`` with "terminate called without an active exception"): torch's distributed
+    runtime still holds C++ objects whose threads the static destructors meet joinable.
+    ``os._exit`` after the exit handlers skips only that stage; everything tapt writes is
+    closed before (atomic writes, the run folder, the result files). Does nothing outside
+    a launcher."""
     if not launched():
         return
+    code = 0 if code is None else code if isinstance(code, int) else 1  # as sys.exit
+    wandb = sys.modules.get("wandb")  # its own exit handler would report 0: no sys.exit
+    if wandb is not None and getattr(wandb, "run", None) is not None:
+        with contextlib.suppress(Exception):
+            wandb.run.finish(exit_code=code)
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
             stream.flush()

@@ -196,6 +196,10 @@ def test_fingerprint_rule_and_a_run_without_a_fingerprint(make_recipe, tmp_path)
         prepare_run_dir(recipe, fingerprint.input_fingerprint(recipe))
     assert f"{run.recipe_file}: field 'fingerprint: missing'" in str(caught.value)
     assert listing(run.root) == before
+    # --overwrite moves such a folder aside, as it does any tapt run (nothing written yet).
+    start = prepare_run_dir(recipe, fingerprint.input_fingerprint(recipe), overwrite=True)
+    assert start.move_aside and start.resume_from is None
+    assert listing(run.root) == before
 
 
 # --------------------------------------------------------------- 3. two trainings, one folder

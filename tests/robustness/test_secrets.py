@@ -206,8 +206,8 @@ def test_a_token_in_overrides_and_data_reaches_no_file_and_no_output(
         make_recipe, tmp_path, monkeypatch, capsys, caplog):
     pytest.importorskip("wandb")
     import tapt.training.contrastive as tapt_training
-    import tapt.training.run_outputs as run_outputs
     from tapt.hub.push import check_environment, push_export
+    from tapt.training import run_outputs
 
     wandb_dir = tmp_path / "wandb-dir"
     wandb_dir.mkdir()
