@@ -16,8 +16,8 @@ Every Sphinx cross reference (``:class:``, ``:func:``, ``:mod:``, ``:meth:``, ``
 ``:data:``, ``:exc:``) in those docstrings names an object that exists: a dotted path is
 imported and walked attribute by attribute (``~`` dropped); a short name is looked up in the
 documented class, then in the module that defines it. docs/api.md is what
-``python scripts/api_docs.py`` writes (pdoc's model; skipped without pdoc), and its links
-lead to existing files and headings. No model is loaded.
+``python scripts/api_docs.py`` writes (pdoc's model; skipped without pdoc); its links are
+checked with every other page's (``tests/test_docs_links.py``). No model is loaded.
 """
 
 from __future__ import annotations
@@ -39,8 +39,6 @@ from tapt.encoders.base import Encoder
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "api_docs.py"
-LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
-FENCE = re.compile(r"^\s*(```|~~~)")
 
 
 def load_generator():
@@ -336,43 +334,3 @@ def test_docs_api_md_is_current(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(api_docs, "PAGE", stale)
     assert api_docs.main(["--check"]) == 1
     assert "stale" in capsys.readouterr().err
-
-
-def heading_ids(text: str) -> set[str]:
-    """GitHub's ids of a page's headings (fenced code left out), repeats suffixed -1, -2."""
-    ids: set[str] = set()
-    inside = False
-    for line in text.splitlines():
-        if FENCE.match(line):
-            inside = not inside
-            continue
-        match = None if inside else re.match(r"^#{1,6}\s+(.*?)\s*#*\s*$", line)
-        if match:
-            slug, count = api_docs.slug(match.group(1)), 0
-            candidate = slug
-            while candidate in ids:
-                count += 1
-                candidate = f"{slug}-{count}"
-            ids.add(candidate)
-    return ids
-
-
-def test_docs_api_md_links_resolve():
-    page = ROOT / "docs" / "api.md"
-    if not page.exists():
-        pytest.skip("docs/api.md not written yet (python scripts/api_docs.py)")
-    text = page.read_text(encoding="utf-8")
-    outside_code = "\n".join(line for line in re.sub(r"```.*?```", "", text, flags=re.DOTALL)
-                             .splitlines())
-    broken = []
-    for target in LINK.findall(re.sub(r"`[^`]*`", "", outside_code)):
-        if re.match(r"[a-z][a-z0-9+.-]*:", target):
-            continue
-        path_text, _, anchor = target.partition("#")
-        path = (page.parent / path_text).resolve() if path_text else page
-        if not path.exists():
-            broken.append(f"{target} (no such file)")
-        elif anchor and path.suffix == ".md" and \
-                anchor not in heading_ids(path.read_text(encoding="utf-8")):
-            broken.append(f"{target} (no such heading)")
-    assert not broken, broken
