@@ -32,7 +32,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from tapt.recipe import RecipeError
-from tapt.util.file_locks import try_lock, unlock
+from tapt.util.file_locks import holds_path, try_lock, unlock
 from tapt.util.process_group import is_main_process
 from tapt.util.redaction import redact
 
@@ -78,11 +78,7 @@ class RunLock:
                 raise RunLockedError(locked_message(self.folder, read_holder(self.path),
                                                     label=self.label, user=self.user)) \
                     from None
-            try:
-                same = os.stat(self.path).st_ino == os.fstat(fd).st_ino
-            except FileNotFoundError:
-                same = False
-            if same:
+            if holds_path(fd, self.path):
                 break
             os.close(fd)
         else:

@@ -24,7 +24,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from tapt.util.file_locks import try_lock, wait_lock
+from tapt.util.file_locks import holds_path, try_lock, wait_lock
 
 logger = logging.getLogger(__name__)
 
@@ -66,11 +66,7 @@ class InUse:
                 logger.warning("%s: cannot lock it (%s); used without the lock that keeps "
                                "tapt cache prune away", self.folder, err.strerror or err)
                 return self
-            try:
-                same = os.stat(self.path).st_ino == os.fstat(fd).st_ino
-            except FileNotFoundError:
-                same = False
-            if same:
+            if holds_path(fd, self.path):
                 self.fd = fd
                 return self
             os.close(fd)

@@ -13,6 +13,7 @@ included), so no lock outlives its holder.
 from __future__ import annotations
 
 import fcntl
+import os
 
 
 def try_lock(fd: int, *, shared: bool = False) -> bool:
@@ -29,6 +30,16 @@ def wait_lock(fd: int, *, shared: bool = False) -> None:
     """Take the lock, waiting while another process holds a conflicting one; an
     ``OSError`` when the file system cannot lock."""
     fcntl.flock(fd, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
+
+
+def holds_path(fd: int, path: str | os.PathLike) -> bool:
+    """Whether the locked descriptor ``fd`` is still the file at ``path``: another process
+    may remove or replace the lock file between our open and our lock, and a lock on the
+    old file guards nothing."""
+    try:
+        return os.stat(path).st_ino == os.fstat(fd).st_ino
+    except FileNotFoundError:
+        return False
 
 
 def unlock(fd: int) -> None:
