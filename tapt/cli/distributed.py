@@ -22,12 +22,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from tapt.cli import terminal
-
-
-def launched_world_size() -> int:
-    """``WORLD_SIZE`` set by the launcher (1 when unset or not a number)."""
-    value = os.environ.get("WORLD_SIZE", "1").strip()
-    return int(value) if value.isdigit() else 1
+from tapt.util.process_group import launched_world_size
 
 
 def is_main() -> bool:

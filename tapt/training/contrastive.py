@@ -103,8 +103,7 @@ def train_in(start: RunStart, recipe: Recipe, *, run_test: bool = False,
 
     # 4. train (the best checkpoint is loaded at the end), 5. select.
     run_trainer(trainer, run, resume_from)
-    selection = select_weights(trainer, run, recipe, parts,
-                               {"relevance": inputs.relevance, **inputs.records},
+    selection = select_weights(trainer, run, recipe, parts, inputs.result_records,
                                zero_shot_test=zero_shot_test)
     result = TrainResult(run_dir=run.root, final_dir=None, history=selection.history,
                          best_step=selection.best_step, zero_shot_gate=selection.gate)

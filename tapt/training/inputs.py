@@ -61,6 +61,11 @@ class TrainingInputs:
     """The weak pairs' record (results.json, the card), None when none are mixed in."""
 
     @property
+    def result_records(self) -> dict:
+        """What results.json records of the data: ``relevance``, then the records made."""
+        return {"relevance": self.relevance, **self.records}
+
+    @property
     def columns(self) -> list[str]:
         """Every column of the training rows (a ``DatasetDict``'s: of all its datasets)."""
         names = self.train_rows.column_names

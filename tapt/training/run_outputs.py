@@ -49,7 +49,7 @@ def write_outputs(staging: Path, run: RunDir, recipe: Recipe, inputs: TrainingIn
                         else None,
                         "nonfinite_steps": guard.skipped, "nonfinite_events": guard.records(),
                         "refused_evaluations": len(evaluator.refusals),
-                        "relevance": inputs.relevance, **inputs.records,
+                        **inputs.result_records,
                         **({"weak_pairs": inputs.weak_pairs} if inputs.weak_pairs else {}),
                         **({GATE_KEY: selection.gate} if selection.gate else {}),
                         "history": selection.history})

@@ -20,6 +20,17 @@ import sys
 _registered = False
 
 
+def launched_world_size() -> int:
+    """``WORLD_SIZE`` set by the launcher (1 when unset or not a number)."""
+    value = os.environ.get("WORLD_SIZE", "1").strip()
+    return int(value) if value.isdigit() else 1
+
+
+def launched() -> bool:
+    """Whether this process is one rank of several started by a launcher."""
+    return launched_world_size() > 1
+
+
 def is_main_process() -> bool:
     """True on global rank 0, and in a single-process run (no ``RANK`` in the environment).
 
@@ -33,7 +44,7 @@ def is_main_process() -> bool:
 def close_process_group() -> None:
     """Destroy the default process group if one is open under a launcher. No barrier: a
     rank that failed must not make the others wait."""
-    if int(os.environ.get("WORLD_SIZE", "1")) <= 1 or "torch.distributed" not in sys.modules:
+    if not launched() or "torch.distributed" not in sys.modules:
         return
     import torch.distributed as dist
 
@@ -50,12 +61,6 @@ def close_at_exit() -> None:
     if not _registered:
         atexit.register(close_process_group)
         _registered = True
-
-
-def launched() -> bool:
-    """Whether this process is one rank of several started by a launcher."""
-    value = os.environ.get("WORLD_SIZE", "1").strip()
-    return value.isdigit() and int(value) > 1
 
 
 def end_launched_process(code: int | None) -> None:
