@@ -9,10 +9,13 @@ best checkpoint, which may be worse than the base model it started from).
 The outcome is ``results.json``'s ``zero_shot_gate`` record::
 
     {"metric": "binary_ndcg@10", "zero_shot": 0.61, "best": 0.60, "best_step": 40,
-     "exported": "best", "beats_zero_shot": false}
+     "compared": "best", "exported": "best", "beats_zero_shot": false}
 
-(``"averaged": x`` and ``"exported": "averaged"`` under ``training.average_last``;
+(``"averaged": x`` and ``"compared": "averaged"`` under ``training.average_last``;
 ``beats_zero_shot`` is null when a score is missing, e.g. a refused zero-shot evaluation).
+``compared`` names the weights the gate scored; ``exported`` the weights in ``final/``:
+the same, or null when the gate refused the export (older records lack ``compared``:
+their ``exported`` named the compared weights, refused or not).
 A run that does not beat says so at the end, in ``results.json`` and in the model card
 (:data:`NOT_BEATEN`); with ``eval.require_beats_zero_shot`` it is an error
 (:func:`enforce`): ``results.json`` is written first, and nothing is exported, as after a
@@ -47,13 +50,20 @@ def zero_shot_gate(history: Sequence[Mapping], best_step: int | None, metric: st
     zero = by_step.get(0, {}).get(metric)
     best = by_step.get(best_step, {}).get(metric) if best_step is not None else None
     record: dict = {"metric": metric, "zero_shot": zero, "best": best, "best_step": best_step,
-                    "exported": "best"}
-    exported = best
+                    "compared": "best"}
+    compared = best
     if averaged is not None:
-        exported = record["averaged"] = averaged.get(metric)
-        record["exported"] = "averaged"
-    record["beats_zero_shot"] = None if zero is None or exported is None else exported > zero
+        compared = record["averaged"] = averaged.get(metric)
+        record["compared"] = "averaged"
+    record["exported"] = record["compared"]  # until enforce refuses the export
+    record["beats_zero_shot"] = None if zero is None or compared is None else compared > zero
     return record
+
+
+def compared_weights(gate: Mapping) -> str:
+    """Which weights a gate record scored: ``best`` or ``averaged`` (an older record without
+    ``compared`` named them in ``exported``)."""
+    return gate.get("compared") or gate.get("exported") or "best"
 
 
 def gate_message(gate: Mapping | None) -> str | None:
@@ -61,11 +71,12 @@ def gate_message(gate: Mapping | None) -> str | None:
     if gate is None or gate.get("beats_zero_shot") is True:
         return None
     metric, zero = gate.get("metric"), gate.get("zero_shot")
-    score = gate.get("averaged") if gate.get("exported") == "averaged" else gate.get("best")
+    averaged = compared_weights(gate) == "averaged"
+    score = gate.get("averaged") if averaged else gate.get("best")
     if gate.get("beats_zero_shot") is None:
         return (f"whether this model beats its base model on dev could not be checked (dev "
                 f"{metric}: zero-shot {_shown(zero)}, exported {_shown(score)})")
-    what = ("the averaged weights' dev" if gate.get("exported") == "averaged"
+    what = ("the averaged weights' dev" if averaged
             else f"the best dev (step {gate.get('best_step')})")
     return (f"this model {NOT_BEATEN}: {what} {metric} {score:.4f} is not above the "
             f"zero-shot {zero:.4f}")
@@ -77,18 +88,20 @@ def _shown(value) -> str:
 
 def enforce(gate: Mapping | None, required: bool, run: RunDir, record: Mapping) -> None:
     """With ``required`` (``eval.require_beats_zero_shot``) and a gate that did not pass:
-    ``results.json`` (``record`` plus the status, the error and the gate; main process)
-    is written, then :class:`~tapt.training.errors.ZeroShotGateError` is raised on every
-    rank, before anything is exported. Otherwise nothing happens."""
+    ``results.json`` (``record`` plus the status, the error and the gate, whose
+    ``exported`` is null: nothing is; main process) is written, then
+    :class:`~tapt.training.errors.ZeroShotGateError` is raised on every rank, before
+    anything is exported. Otherwise nothing happens."""
     message = gate_message(gate)
     if not required or message is None:
         return
     error = (f"{message}; eval.require_beats_zero_shot refuses the export (results.json "
              f"records the run; the checkpoints are kept in {run.checkpoints})")
+    refused = {**gate, "exported": None}
     if is_main_process():
         write_results(run, {"status": REFUSED_STATUS, "error": error, **record,
-                            GATE_KEY: dict(gate)})
-    raise ZeroShotGateError(error, dict(gate))
+                            GATE_KEY: refused})
+    raise ZeroShotGateError(error, refused)
 
 
 def gate_problem(gate) -> tuple[str, str] | None:
@@ -106,14 +119,19 @@ def gate_problem(gate) -> tuple[str, str] | None:
         return "best_step", f"expected a whole number >= 0 or null, got {step!r}"
     if gate.get("beats_zero_shot") not in (True, False, None):
         return "beats_zero_shot", f"expected true, false or null, got {gate['beats_zero_shot']!r}"
-    exported = gate.get("exported", "best")
-    if exported not in ("best", "averaged"):
-        return "exported", f"expected best or averaged, got {exported!r}"
-    zero, score = gate.get("zero_shot"), gate.get(exported)
+    if gate.get("compared", "best") not in ("best", "averaged"):
+        return "compared", f"expected best or averaged, got {gate['compared']!r}"
+    compared = compared_weights(gate)
+    if "compared" not in gate and compared not in ("best", "averaged"):  # an older record
+        return "exported", f"expected best or averaged, got {compared!r}"
+    if "compared" in gate and gate.get("exported") not in (compared, None):
+        return "exported", (f"expected {compared} (the compared weights) or null (nothing "
+                            f"exported), got {gate.get('exported')!r}")
+    zero, score = gate.get("zero_shot"), gate.get(compared)
     beats = None if zero is None or score is None else score > zero
     if gate.get("beats_zero_shot") != beats:
         return "beats_zero_shot", (f"says {gate.get('beats_zero_shot')!r}, but the recorded "
-                                   f"scores (zero-shot {zero!r}, {exported} {score!r}) say "
+                                   f"scores (zero-shot {zero!r}, {compared} {score!r}) say "
                                    f"{beats!r}")
     return None
 

@@ -115,7 +115,8 @@ def test_a_run_that_does_not_beat_zero_shot_says_so(tmp_path, capsys):
 def test_an_older_run_gets_its_gate_from_the_history(tmp_path):
     report = build_report(make_run(tmp_path, best=0.45), bm25=None)
     assert report.gate == {"metric": "binary_ndcg@10", "zero_shot": 0.5, "best": 0.45,
-                           "best_step": 10, "exported": "best", "beats_zero_shot": False}
+                           "best_step": 10, "compared": "best", "exported": "best",
+                           "beats_zero_shot": False}
     assert "does not beat its base model on dev" in render_markdown(report, tmp_path)
 
 

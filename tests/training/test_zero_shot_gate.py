@@ -44,7 +44,7 @@ def test_a_run_that_does_not_beat_zero_shot_says_so_everywhere(make_recipe, froz
     gate = results["zero_shot_gate"]
     assert gate == {"metric": METRIC, "zero_shot": history[0][METRIC],
                     "best": history[0][METRIC], "best_step": results["best_step"],
-                    "exported": "best", "beats_zero_shot": False}
+                    "compared": "best", "exported": "best", "beats_zero_shot": False}
     assert results["status"] == "finished"
 
     card = (output / "final" / "README.md").read_text()
@@ -70,6 +70,9 @@ def test_require_beats_zero_shot_records_the_run_and_exports_nothing(make_recipe
     results = json.loads((output / "results.json").read_text())
     assert results["status"] == REFUSED_STATUS
     assert results["zero_shot_gate"]["beats_zero_shot"] is False
+    # the record is true to the run: the best weights were scored, none exported
+    assert results["zero_shot_gate"]["compared"] == "best"
+    assert results["zero_shot_gate"]["exported"] is None
     assert set(results["summary"]) == {"zero-shot dev", "best dev"}
     assert results["history"] and "eval.require_beats_zero_shot" in results["error"]
 
@@ -80,7 +83,8 @@ def test_the_gate_compares_what_is_exported():
     beaten = zero_shot_gate(history, 2, METRIC)
     assert beaten["beats_zero_shot"] is True and gate_message(beaten) is None
     averaged = zero_shot_gate(history, 2, METRIC, {METRIC: 0.45})
-    assert averaged["exported"] == "averaged" and averaged["beats_zero_shot"] is False
+    assert averaged["compared"] == averaged["exported"] == "averaged"
+    assert averaged["beats_zero_shot"] is False
     assert gate_message(averaged) == ("this model does not beat its base model on dev: the "
                                       "averaged weights' dev binary_ndcg@10 0.4500 is not "
                                       "above the zero-shot 0.5000")
@@ -95,7 +99,7 @@ def test_the_gate_compares_what_is_exported():
 def test_the_card_states_the_gate_carve_decontamination_and_test_parts(make_recipe):
     recipe = load_recipe(make_recipe("card")[0])
     gate = {"metric": METRIC, "zero_shot": 0.5, "best": 0.4, "best_step": 4,
-            "exported": "best", "beats_zero_shot": False}
+            "compared": "best", "exported": "best", "beats_zero_shot": False}
     splits = {"dev_carve": {"carved_from": "train", "split": "dev", "seed": 1, "queries": 10,
                             "remaining_train_queries": 28, "ids_digest": "00", "by": "group",
                             "groups": 7, "overlap": 0},
@@ -117,3 +121,16 @@ def test_the_card_states_the_gate_carve_decontamination_and_test_parts(make_reci
     assert "| test, novel | 5 | 0.2500 |" in section
     plain = tapt_card_section(recipe, [], {}, 4, None)
     assert "### Splits" not in plain and "Warning" not in plain
+
+
+def test_a_refused_gate_record_reads_back_and_names_a_false_export():
+    from tapt.training.zero_shot_gate import gate_problem
+
+    scored = {"metric": METRIC, "zero_shot": 0.5, "best": 0.4, "best_step": 4,
+              "averaged": 0.45, "compared": "averaged", "beats_zero_shot": False}
+    refused = {**scored, "exported": None}
+    assert gate_problem(refused) is None
+    assert "averaged weights' dev binary_ndcg@10 0.4500" in gate_message(refused)
+    assert gate_problem({**scored, "exported": "best"})[0] == "exported"
+    older = {key: value for key, value in scored.items() if key != "compared"}
+    assert gate_problem({**older, "exported": "averaged"}) is None  # before "compared"
