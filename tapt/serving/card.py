@@ -9,7 +9,7 @@ from pathlib import Path
 
 from huggingface_hub import ModelCard, ModelCardData, try_to_load_from_cache
 
-from tapt.encoders.preset_record import base_model_of, portable_model_name
+from tapt.encoders.preset_record import base_model_of
 from tapt.util.ids import is_hub_id
 
 RUNTIME = {
@@ -78,8 +78,10 @@ def hub_base(name_or_path: str) -> str | None:
 
 def export_card(spec, settings, manifest: dict, license_id: str | None) -> str:
     """The card's Markdown (``settings``: :class:`~tapt.serving.export_folder.ExportSettings`,
-    ``manifest``: what :func:`~tapt.serving.manifest.write_manifest` wrote)."""
-    source, revision = portable_model_name(spec.name_or_path, spec.revision)
+    ``manifest``: what :func:`~tapt.serving.manifest.write_manifest` wrote, whose ``source``
+    (the model as given to ``tapt export``, its weights digest) the card names)."""
+    recorded = manifest["source"]
+    source, revision = recorded["name"], recorded.get("revision")
     base = hub_base(spec.name_or_path)
     title = f"{source} for serving ({settings.label()})"
     tags = ["sentence-similarity", "tapt", settings.backend,
@@ -92,6 +94,8 @@ def export_card(spec, settings, manifest: dict, license_id: str | None) -> str:
     versions = ", ".join(f"{name} {value}" for name, value in
                          (manifest.get("made_with") or {}).items() if value)
     rows = [("source model", f"`{source}`" + (f" (revision {revision})" if revision else "")),
+            ("source weights", (f"BLAKE2b `{recorded['weights_blake2b']}` (every tensor's "
+                                "name, shape, dtype and bytes)")),
             ("backend", settings.backend), ("conversion", settings.conversion()),
             ("graph", (f"`{manifest['graph']}`: token ids to the {preset['dim']}-dimension "
                        f"sentence embedding ({preset['pooling']} pooling"

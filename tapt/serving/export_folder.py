@@ -24,7 +24,7 @@ import numpy as np
 
 from tapt.encoders.backends import require_export
 from tapt.encoders.model_digest import weights_digest
-from tapt.encoders.model_paths import resolve_model_path
+from tapt.encoders.model_paths import PACKAGE_SCHEME, resolve_model_path
 from tapt.encoders.preset_record import portable_model_name
 from tapt.encoders.st_inference import stored_prompt
 from tapt.serving import onnx_export, openvino_export
@@ -44,6 +44,7 @@ from tapt.util.files import (
 )
 from tapt.util.outputs import check_apart
 from tapt.util.provenance import installed_version, tapt_version
+from tapt.util.redaction import redact
 
 BACKENDS = ("onnx", "openvino")
 QUANTIZATIONS = {"onnx": ("int8",), "openvino": ("int8", "int8-weights")}
@@ -258,10 +259,8 @@ def export_for_serving(name: str, output: Path, settings: ExportSettings, *,
     try:
         graph = write_graph(model, staging, settings)
         model.tokenizer.save_pretrained(str(staging))
-        source_name, revision = portable_model_name(spec.name_or_path, spec.revision)
         record = {"tapt_version": tapt_version(),
-                  "source": {"name": source_name, "revision": revision,
-                             "weights_blake2b": weights_digest(model)},
+                  "source": source_record(name, spec.revision, weights_digest(model)),
                   "conversion": settings.conversion(),
                   "opset": 18 if settings.backend == "onnx" else None,
                   "quantization": settings.quantization(),
@@ -281,6 +280,19 @@ def export_for_serving(name: str, output: Path, settings: ExportSettings, *,
         raise
     return replace_folder(staging, output, overwrite=overwrite, replaceable=is_export_folder,
                           error=ExportError)
+
+
+def source_record(name: str, revision: str | None, weights: str) -> dict:
+    """The manifest's ``source``: the model as given to ``tapt export`` (``name``) with its
+    ``revision`` and the BLAKE2b of the weights converted (``weights_blake2b``). A Hub id
+    and ``package:NAME/...`` are kept as they are, a Hub cache snapshot becomes its Hub id
+    and commit, and a local folder is its path as given (``runs/scifact/final``, not its
+    last part ``final``, which every run's export shares), a secret in it redacted."""
+    portable, portable_revision = portable_model_name(name, revision)
+    if Path(name).exists() and portable_revision is None and \
+            not name.startswith(PACKAGE_SCHEME):  # a local folder, not a Hub snapshot
+        portable = redact(name)
+    return {"name": portable, "revision": portable_revision, "weights_blake2b": weights}
 
 
 def copy_license(source: str, revision: str | None, folder: Path) -> None:

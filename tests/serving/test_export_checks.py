@@ -235,3 +235,25 @@ def test_a_tapt_export_is_not_loaded_with_torch_nor_a_model_with_a_runtime(
 def folder_digest(folder) -> dict[str, str]:
     return {str(path.relative_to(folder)): hashlib.sha256(path.read_bytes()).hexdigest()
             for path in sorted(folder.rglob("*")) if path.is_file()}
+
+
+def test_the_source_record_is_the_model_as_given(tiny_bert_path, tmp_path, monkeypatch):
+    """A local folder is recorded by its path as given (a secret in it redacted), a Hub id
+    and a package model as they are, a Hub cache snapshot as its Hub id and commit."""
+    from tapt.serving.export_folder import source_record
+
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    snapshot = tmp_path / "hub" / "models--acme--tiny" / "snapshots" / commit
+    secret = tmp_path / "hf_abcdefghijklmnopqrstuvwxyz" / "final"
+    for folder in (snapshot, secret):
+        shutil.copytree(tiny_bert_path, folder)
+    monkeypatch.chdir(tmp_path)
+    shutil.copytree(tiny_bert_path, tmp_path / "runs" / "a" / "final")
+    assert source_record("runs/a/final", None, "w")["name"] == "runs/a/final"
+    assert source_record("acme/tiny", "main", "w") == {"name": "acme/tiny", "revision": "main",
+                                                        "weights_blake2b": "w"}
+    assert source_record(str(snapshot), None, "w") == {"name": "acme/tiny", "revision": commit,
+                                                        "weights_blake2b": "w"}
+    assert source_record("package:some_pkg/model", None, "w")["name"] == "package:some_pkg/model"
+    recorded = source_record(str(secret), None, "w")["name"]
+    assert "hf_abc" not in recorded and recorded.endswith("***/final")

@@ -12,6 +12,7 @@ import hashlib
 import importlib.util
 import json
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -99,7 +100,7 @@ def test_a_float32_export_embeds_as_torch_does(label, bert_exports, tiny_bert_pa
             assert np.abs(found - expected).max() < FLOAT32_TOLERANCE
     manifest = json.loads((folder / MANIFEST_FILE).read_text(encoding="utf-8"))
     assert manifest["quantization"] is None and manifest["check"]["min_cosine_to_torch"] > 0.9999
-    assert manifest["source"]["name"] == tiny_bert_path.name
+    assert manifest["source"]["name"] == str(tiny_bert_path)  # the path as given
     assert manifest["preset"]["inputs"] == ["input_ids", "attention_mask", "token_type_ids"]
 
 
@@ -251,3 +252,23 @@ def test_eval_and_mine_take_an_export_and_cache_on_its_graph(bert_exports, tiny_
                  str(bert_exports["onnx"]), "--backend", "onnx", "--split", "train",
                  "--per-query", "2", "--output", str(mined), "--quiet"]) == 0
     assert mined.read_text(encoding="utf-8").count("\n") > 0
+
+
+@needs_onnx
+def test_a_runs_export_names_the_run_and_its_weights(tiny_bert_path, tmp_path, monkeypatch):
+    """Every run's model is ``RUN/final``: the manifest and the card name the source as it
+    was given (not its last part, ``final``) and the digest of the weights converted."""
+    from sentence_transformers import SentenceTransformer
+
+    from tapt.encoders.model_digest import weights_digest
+
+    shutil.copytree(tiny_bert_path, tmp_path / "runs" / "scifact" / "final")
+    monkeypatch.chdir(tmp_path)
+    folder = export(Path("runs/scifact/final"), tmp_path / "exported", "--backend", "onnx")
+    source = json.loads((folder / MANIFEST_FILE).read_text(encoding="utf-8"))["source"]
+    digest = weights_digest(SentenceTransformer(str(tiny_bert_path), device="cpu"))
+    assert source == {"name": "runs/scifact/final", "revision": None,
+                      "weights_blake2b": digest}
+    card = (folder / "README.md").read_text(encoding="utf-8")
+    assert "| source model | `runs/scifact/final` |" in card
+    assert f"BLAKE2b `{digest}`" in card
