@@ -18,6 +18,7 @@ from tapt.cli import (
     cases,
     data,
     hub,
+    pseudo,
     retrieval,
     selection,
     serving,
@@ -29,7 +30,7 @@ from tapt.data.beir import DataError
 from tapt.util.process_group import close_process_group, end_launched_process
 
 logger = logging.getLogger("tapt")
-GROUPS = (data, retrieval, serving, training, selection, hub, analysis, cases, cache)
+GROUPS = (data, retrieval, pseudo, serving, training, selection, hub, analysis, cases, cache)
 """The command modules, in the order their commands are listed in ``tapt --help``."""
 
 COMMANDS = {name: handler for group in GROUPS for name, handler in group.COMMANDS.items()}

@@ -256,3 +256,51 @@ def offline_help(repo_id: str, config: str, err: Exception) -> str:
             f"--local-dir {target}\n"
             f"copy {target}/ here and pass --data {target}/{config} (a local BEIR folder), "
             "or fill the HF cache and set HF_HUB_OFFLINE=1.")
+
+
+def load_corpus(source: str | os.PathLike, config: str | None = None, *,
+                revision: str | None = None, allow_empty: bool = False,
+                corpus_store: str = "memory",
+                corpus_cache: str | os.PathLike | None = None) -> BeirDataset:
+    """The corpus of ``source`` alone, as a :class:`~tapt.data.beir.BeirDataset` with no
+    query and no split: ``corpus.jsonl`` (or the Hub config's ``corpus`` split) is the only
+    file read, validated line by line as :func:`load_data` validates it. For what is made
+    from passages alone (``tapt pseudo``), which must not read a query or a judgment.
+
+    Raises:
+        DataError: no such folder or config, a Hub corpus that cannot be loaded, or an
+            invalid line (file, line and field).
+    """
+    from tapt.data.beir import read_corpus
+
+    config = config_name(config)
+    check_corpus_cache(corpus_cache)
+    path = Path(source)
+    if path.is_dir():
+        folder = path / config if config and (path / config).is_dir() else path
+        if not (folder / "corpus.jsonl").is_file():
+            raise DataError(folder, "no corpus.jsonl here (expected a BEIR folder)")
+        corpus = arrow_store(folder, corpus_store, corpus_cache, allow_empty)
+        if corpus is None:
+            corpus = read_corpus(folder / "corpus.jsonl", allow_empty=allow_empty)
+        dataset = BeirDataset(corpus=corpus, queries={}, source=str(folder))
+        dataset.content_files = {"corpus": (str(folder / "corpus.jsonl"),)}
+        return dataset
+    if path.exists() or not is_hub_id(str(source)) or not config:
+        raise DataError(source, "no such folder (expected a BEIR folder with corpus.jsonl); "
+                                "a Hub dataset needs a config, e.g. vinven7/FormBench with "
+                                "config structured")
+    from datasets import load_dataset
+
+    label = f"hf://datasets/{source}/{config}"
+    try:
+        rows = load_dataset(str(source), config, split="corpus", revision=revision)
+    except Exception as err:  # datasets/hub raise many types for "not reachable/not cached"
+        raise DataError(label, offline_help(str(source), config, err)) from err
+    corpus = hub_arrow_corpus(rows, label, revision, corpus_store, corpus_cache, allow_empty)
+    if corpus is None:
+        corpus = parse_corpus(enumerate(rows, start=1), f"{label}/corpus.jsonl",
+                              allow_empty=allow_empty)
+    dataset = BeirDataset(corpus=corpus, queries={}, source=label)
+    dataset.content_files = {"corpus": cache_files(rows)}
+    return dataset

@@ -23,17 +23,22 @@ class BM25Retriever:
 
     ``k1`` (term-frequency saturation) is finite and >= 0, ``b`` (length normalisation) in
     [0, 1], ``top_k`` at least 1; anything else is a ``ValueError`` naming the parameter
-    (bm25s itself would score every passage NaN for ``k1=nan``)."""
+    (bm25s itself would score every passage NaN for ``k1=nan``). ``keep_index``: keep the
+    corpus index for the next :meth:`retrieve` given the same ``corpus_ids`` and
+    ``corpus_texts`` objects (queries asked a chunk at a time, ``tapt pseudo``)."""
 
     name = "bm25"
 
     def __init__(self, *, top_k: int = 100, k1: float = 1.5, b: float = 0.75,
-                 stopwords: str | None = "en", progress: bool = True) -> None:
+                 stopwords: str | None = "en", progress: bool = True,
+                 keep_index: bool = False) -> None:
         self.top_k = TOP_K.check(top_k, "top_k")
         self.k1 = BM25_K1.check(k1, "k1")
         self.b = FRACTION.check(b, "b")
         self.stopwords = stopwords
         self.progress = progress
+        self.keep_index = keep_index
+        self._index: tuple | None = None
 
     def retrieve(self, corpus_ids: Sequence[str], corpus_texts: Sequence[str],
                  query_ids: Sequence[str], query_texts: Sequence[str], *,
@@ -46,12 +51,21 @@ class BM25Retriever:
         import bm25s
         from bm25s.tokenization import Tokenizer
 
-        tokenizer = Tokenizer(stopwords=self.stopwords)
         start = time.perf_counter()
-        corpus_tokens = tokenizer.tokenize(list(corpus_texts), return_as="tuple",
-                                           show_progress=self.progress)
-        model = bm25s.BM25(k1=self.k1, b=self.b, method="lucene")
-        model.index(corpus_tokens, show_progress=self.progress)
+        if self._index is not None and self._index[0] is corpus_ids \
+                and self._index[1] is corpus_texts:
+            tokenizer, model, tokens = self._index[2:]  # the same corpus again: one index
+        else:
+            self._index = None
+            tokenizer = Tokenizer(stopwords=self.stopwords)
+            corpus_tokens = tokenizer.tokenize(list(corpus_texts), return_as="tuple",
+                                               show_progress=self.progress)
+            model = bm25s.BM25(k1=self.k1, b=self.b, method="lucene")
+            model.index(corpus_tokens, show_progress=self.progress)
+            tokens = int(np.sum([len(ids) for ids in corpus_tokens.ids]))
+            del corpus_tokens
+            if self.keep_index:
+                self._index = (corpus_ids, corpus_texts, tokenizer, model, tokens)
         index_seconds = time.perf_counter() - start
         start = time.perf_counter()
         query_tokens = tokenizer.tokenize(list(query_texts), update_vocab=False,
@@ -74,7 +88,6 @@ class BM25Retriever:
                     scores_all = model.get_scores_from_ids(list(ids))
                     run.setdefault(query_id, {}).update(
                         {corpus_ids[p]: float(scores_all[p]) for p in wanted})
-        tokens = int(np.sum([len(ids) for ids in corpus_tokens.ids]))
         timings = throughput(len(corpus_ids), tokens, index_seconds, len(query_ids),
                              query_seconds, search_seconds)
         return Retrieval(run=run, timings=timings)

@@ -80,7 +80,8 @@ def train(recipe: Recipe, *, run_test: bool = False, callbacks: list | None = No
     with ExitStack() as stack:
         start = stack.enter_context(open_run_dir(recipe, overwrite=overwrite))
         scratch = None
-        if recipe.data.weak_pairs != "none":  # their Arrow files, removed when training ends
+        if recipe.data.weak_pairs != "none" or recipe.data.pseudo_queries:
+            # their Arrow files, removed when training ends
             scratch = stack.enter_context(scratch_folder("weak-pairs"))
         return train_in(start, recipe, run_test=run_test, callbacks=callbacks,
                         scratch=scratch)

@@ -217,12 +217,14 @@ def write_dev_curve(history: list[dict], metric: str, path: Path) -> Path | None
 def tapt_card_section(recipe: Recipe, history: list[dict], summary: dict[str, dict[str, float]],
                       best_step: int | None, curve: Path | None,
                       averaged: dict | None = None, gate: dict | None = None,
-                      splits: dict | None = None, weak_pairs: dict | None = None) -> str:
+                      splits: dict | None = None, weak_pairs: dict | None = None,
+                      pseudo_queries: dict | None = None) -> str:
     """tapt's section of the model card (it comes first, ends with
     :data:`CARD_SECTION_END`); ``gate``: the zero-shot gate, a warning when the model does
     not beat its base model on dev; ``splits``: the split records
     (:mod:`tapt.run_folder.split_records`), stated under "Splits"; ``weak_pairs``: the record
-    of the weak pairs mixed in (:func:`tapt.data.weak_pairs.weak_pairs_record`)."""
+    of the weak pairs mixed in (:func:`tapt.data.weak_pairs.weak_pairs_record`);
+    ``pseudo_queries``: the record of the pseudo-query rows (:mod:`tapt.data.pseudo_rows`)."""
     training = recipe.training
     length = ("max steps", training.max_steps) if training.max_steps > 0 else \
         ("epochs", training.epochs)  # max_steps, when set, is what stopped training
@@ -251,6 +253,12 @@ def tapt_card_section(recipe: Recipe, history: list[dict], summary: dict[str, di
         asked = "" if weak_pairs["asked"] is None else f" of {weak_pairs['asked']:,} asked"
         lines.append(f"| weak pairs (unlabelled passages) | {weak_pairs['made']:,} "
                      f"{weak_pairs['kind']} pairs{asked}, seed {weak_pairs['seed']} |")
+    if pseudo_queries:
+        read = pseudo_queries["held_out_passages_read"]
+        lines.append(f"| pseudo-queries (unlabelled passages) | {pseudo_queries['rows']:,} rows "
+                     f"labelled by {pseudo_queries['teacher']} ({pseudo_queries['mix']}), "
+                     f"passages: {pseudo_queries['passages']}"
+                     + (f", {read:,} held-out passages read" if read else "") + " |")
     shown = {f"{name} (step {best_step})" if name == "best dev" and best_step is not None
              else name: metrics for name, metrics in summary.items()}
     lines += ["", "### Results", "", *metrics_table(shown), ""]
@@ -317,7 +325,8 @@ def cast_saved_weights(folder: Path, dtype: str) -> None:
 def write_card(folder: Path, recipe: Recipe, *, history: list[dict],
                summary: dict[str, dict[str, float]], best_step: int | None,
                averaged: dict | None = None, gate: dict | None = None,
-               splits: dict | None = None, weak_pairs: dict | None = None) -> None:
+               splits: dict | None = None, weak_pairs: dict | None = None,
+               pseudo_queries: dict | None = None) -> None:
     """Put tapt's section first in the model card (replacing an earlier one), under the
     card's title, and set its front matter (:func:`card_with_front_matter`); write the dev
     curve and ``tapt_results.json``. ``averaged``: the record of ``training.average_last``
@@ -328,7 +337,7 @@ def write_card(folder: Path, recipe: Recipe, *, history: list[dict],
     text = card.read_text(encoding="utf-8") if card.exists() else "---\nlicense: apache-2.0\n---\n"
     text = card_with_front_matter(without_tapt_section(text), recipe, summary)
     section = tapt_card_section(recipe, history, summary, best_step, curve, averaged, gate,
-                                splits, weak_pairs)
+                                splits, weak_pairs, pseudo_queries)
     atomic_write_text(card, with_section_first(text, section))
     atomic_write_json(folder / "tapt_results.json", summary)
 

@@ -22,6 +22,7 @@ from tapt.data.beir import BeirDataset, DataError, strictness
 from tapt.data.fingerprint import remember_digests
 from tapt.data.labels import read_labels
 from tapt.data.mined import read_mined
+from tapt.data.pseudo_rows import pseudo_rows_dataset, read_pseudo_file
 from tapt.data.sources import load_data
 from tapt.data.splits import check_no_split_file, splits_to_load, training_splits
 from tapt.data.subcorpus import subcorpus_ids
@@ -59,11 +60,14 @@ class TrainingInputs:
     """``dev_carve`` and ``decontaminated`` (results.json, the card), those made."""
     weak_pairs: dict | None = None
     """The weak pairs' record (results.json, the card), None when none are mixed in."""
+    pseudo_queries: dict | None = None
+    """The pseudo-query rows' record (results.json, the card), None when none are used."""
 
     @property
     def result_records(self) -> dict:
         """What results.json records of the data: ``relevance``, then the records made."""
-        return {"relevance": self.relevance, **self.records}
+        return {"relevance": self.relevance, **self.records,
+                **({"pseudo_queries": self.pseudo_queries} if self.pseudo_queries else {})}
 
     @property
     def columns(self) -> list[str]:
@@ -99,12 +103,50 @@ def prepare_inputs(recipe: Recipe, *, with_test: bool, scratch: Path | None = No
         pairs, weak_record = weak_pairs_for(dataset, data.weak_pairs, folder=scratch,
                                             count=data.weak_pairs_max, seed=data.weak_pairs_seed)
         rows = with_weak_pairs(rows, pairs)
+    pseudo_record = None
+    if data.pseudo_queries is not None:  # a tapt pseudo file: tapt.data.pseudo_rows
+        if scratch is None:
+            raise RuntimeError("data.pseudo_queries needs a scratch folder (train makes one)")
+        rows, groups, pseudo_record = with_pseudo_rows(recipe, dataset, rows, groups,
+                                                       folder=scratch)
     dev_ids = subcorpus_ids(dataset, data.dev_split, distractors=data.dev_distractors,
                             seed=data.dev_seed)
     return TrainingInputs(dataset=dataset, train_rows=rows, groups=groups, dev_ids=dev_ids,
                           guard=guard, query_ids=query_ids_by_text(dataset, data.train_split),
                           relevance=dataset.rule.to_dict(), records=data_records(dataset),
-                          weak_pairs=weak_record)
+                          weak_pairs=weak_record, pseudo_queries=pseudo_record)
+
+
+PSEUDO_LABELS = {"margin_mse": "margins", "clear": "margins", "distill_kl": "scores"}
+"""The label column pseudo-query rows carry for each loss that reads one."""
+
+
+def with_pseudo_rows(recipe: Recipe, dataset: BeirDataset, rows, groups, *, folder: Path):
+    """``(rows, groups, record)``: the ``data.pseudo_queries`` rows beside the labelled
+    ``rows`` (their own dataset: a batch never mixes the two), or alone with
+    ``data.pseudo_mix: only`` (the recipe refuses ``data.batch_by`` with them: pseudo-query
+    rows have no group)."""
+    from datasets import DatasetDict
+
+    data = recipe.data
+    file = read_pseudo_file(data.pseudo_queries, dataset)
+    pseudo, record = pseudo_rows_dataset(
+        file, dataset, folder=folder, passages=data.pseudo_passages,
+        negatives=data.pseudo_negatives, maximum=data.pseudo_max, seed=data.pseudo_seed,
+        label=PSEUDO_LABELS.get(recipe.loss.name, "none"), with_title=data.with_title)
+    record["mix"] = data.pseudo_mix
+    logger.info("pseudo-queries (%s, teacher %s): %d rows (%d in the file, %d left out "
+                "touching passages training must not see, %d with too few negatives); "
+                "%d corpus passages read, %d of them held out, %d dev", data.pseudo_mix,
+                record["teacher"], record["rows"], record["rows_in_file"],
+                record["left_out_touching_unseen"], record["left_out_short_negatives"],
+                record["passages_read"], record["held_out_passages_read"],
+                record["dev_passages_read"])
+    if data.pseudo_mix == "only":
+        return pseudo, None, record
+    named = dict(rows) if isinstance(rows, DatasetDict) else {"labelled": rows}
+    named["pseudo_queries"] = pseudo
+    return DatasetDict(named), None, record
 
 
 def load_recipe_data(recipe: Recipe, with_test: bool) -> BeirDataset:

@@ -42,7 +42,8 @@ def write_outputs(staging: Path, run: RunDir, recipe: Recipe, inputs: TrainingIn
     summary, evaluator, guard = selection.summary, parts.evaluator, parts.guard
     write_card(staging, recipe, history=selection.history, summary=summary,
                best_step=selection.best_step, averaged=selection.averaged, gate=selection.gate,
-               splits=test_records(inputs.records, test_report), weak_pairs=inputs.weak_pairs)
+               splits=test_records(inputs.records, test_report), weak_pairs=inputs.weak_pairs,
+               pseudo_queries=inputs.pseudo_queries)
     write_results(run, {"status": "finished", "summary": summary,
                         "best_step": selection.best_step, "export": selection.export_record,
                         "eval_dtype": evaluator.history[-1]["dtype"] if evaluator.history

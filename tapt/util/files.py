@@ -12,7 +12,7 @@ import json
 import logging
 import os
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from tapt.util.redaction import redact, redact_data
@@ -48,6 +48,26 @@ def atomic_write_json(path: str | os.PathLike, data, *, indent: int | None = 2,
     text = ("".join(json.dumps(record) + "\n" for record in data) if lines
             else json.dumps(data, indent=indent) + "\n")
     return atomic_write_text(path, text, secrets=False)
+
+
+def atomic_write_lines(path: str | os.PathLike, records: Iterable[dict]) -> int:
+    """Stream ``records`` to ``path`` as JSON lines, each redacted as
+    :func:`atomic_write_json` redacts, into a temporary name renamed into place at the end
+    (a crash leaves no half file); only one record is held at a time. Returns how many
+    lines were written."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
+    count = 0
+    try:
+        with partial.open("w", encoding="utf-8") as handle:
+            for record in records:
+                handle.write(json.dumps(redact_data(record, where=str(path))) + "\n")
+                count += 1
+        partial.replace(path)
+    finally:
+        partial.unlink(missing_ok=True)
+    return count
 
 
 def append_json_line(path: str | os.PathLike, record: dict) -> None:
