@@ -27,6 +27,7 @@ from tapt.cli import (
 )
 from tapt.cli.options import CommandParser, check_cache_folders
 from tapt.data.beir import DataError
+from tapt.util.folder_replace import forget_published, published
 from tapt.util.process_group import close_process_group, end_launched_process
 
 logger = logging.getLogger("tapt")
@@ -35,6 +36,11 @@ GROUPS = (data, retrieval, pseudo, serving, training, selection, hub, analysis, 
 
 COMMANDS = {name: handler for group in GROUPS for name, handler in group.COMMANDS.items()}
 """Command name -> handler(args) -> exit code."""
+
+PUBLISHING = ("export", "merge", "soup")
+"""Commands whose last step publishes their ``--output`` folder
+(:func:`tapt.util.folder_replace.replace_folder`): a Ctrl-C that comes after it ends them
+as complete (exit 0, naming the folder), not as interrupted."""
 
 DESCRIPTION = ("tapt: contrastive fine-tuning and exact retrieval evaluation of text-embedding\n"
                "models. Each command parses its options, calls the library and prints.")
@@ -100,6 +106,7 @@ def main(argv: list[str] | None = None) -> int:
 
     console = terminal.console
     terminal.stop_on_ctrl_c()  # also when started with SIGINT ignored (cmd & in a script)
+    forget_published()
     try:
         check_cache_folders(args)  # --corpus-cache / --cache-dir: a file there is refused
         with terminal.hub_bars_off(not terminal.show_progress(args)):  # quiet, or piped
@@ -117,6 +124,12 @@ def main(argv: list[str] | None = None) -> int:
                       "push it again with tapt push)", highlight=False, soft_wrap=True)
         return 1
     except KeyboardInterrupt as err:  # Ctrl-C: one line, no traceback, exit 130 (128 + SIGINT)
+        done = published() if args.command in PUBLISHING else []
+        if done:  # the result was whole before the interrupt came
+            console.print(f"interrupted after the result was written: "
+                          f"{escape(redact(str(done[-1])))} is complete", highlight=False,
+                          soft_wrap=True)
+            return 0
         command = "tapt " + shlex.join(sys.argv[1:] if argv is None else argv)
         line = err.message(command) if hasattr(err, "message") else "interrupted"
         console.print(escape(redact(line)), highlight=False, soft_wrap=True)

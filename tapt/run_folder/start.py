@@ -18,8 +18,10 @@ folder and ``--overwrite`` was given):
   changes; its files are kept in ``OUTPUT/incomplete/superseded-TIMESTAMP/``.
 - Anything else (a different or finished run, a non-empty folder that is no tapt run) is
   refused. With ``overwrite``, a tapt run folder (tapt's ``recipe.yaml``, only run files)
-  that is not the current directory or above it is moved aside to ``OUTPUT.old-TIMESTAMP``;
-  the same unfinished run still resumes.
+  that is not the current directory or above it, nor a symbolic link, is moved aside to
+  ``OUTPUT.old-TIMESTAMP``; the same unfinished run still resumes. (The rule every
+  ``--overwrite`` follows, :mod:`tapt.util.folder_replace`: a run folder is moved aside,
+  never deleted, so one whose ``recipe.yaml`` cannot be checked is moved too.)
 
 Example::
 
@@ -46,6 +48,7 @@ from tapt.recipe import DaptRecipe, Recipe, RecipeError, recipe_record
 from tapt.run_folder.input_fingerprint import compare, input_fingerprint, recorded_problem
 from tapt.run_folder.layout import FINGERPRINT_KEY, RunDir, set_aside_incomplete, write_recipe
 from tapt.run_folder.lock import LOCK_NAME, RunLock, run_lock
+from tapt.util import folder_replace
 from tapt.util.outputs import OutputOnInputError, check_apart, resolved
 from tapt.util.process_group import is_main_process
 
@@ -82,8 +85,8 @@ class RunStart:
         checkpoint to resume from."""
         if is_main_process():
             if self.move_aside:
-                stamp, root = time.strftime("%Y%m%d-%H%M%S"), self.run.root.resolve()
-                aside = root.with_name(f"{root.name}.old-{stamp}")
+                root = self.run.root.resolve()
+                aside = folder_replace.aside_path(root, time.strftime("%Y%m%d-%H%M%S"))
                 root.rename(aside)
                 logger.warning("%s held another run: moved to %s", self.run.root, aside)
                 if self.lock is not None:
@@ -169,11 +172,17 @@ def run_entries(run: RunDir) -> list[str]:
     return sorted(path.name for path in run.root.iterdir() if path.name != LOCK_NAME)
 
 
+def run_entry(name: str) -> bool:
+    """Whether an entry named ``name`` is part of a tapt run folder."""
+    return (name in RUN_ENTRIES or bool(PARTIAL.fullmatch(name)) or name.startswith("report")
+            or name.endswith(".png"))
+
+
 def foreign_entries(run: RunDir) -> list[str]:
     """Entries that are no part of a tapt run folder."""
-    return [name for name in run_entries(run)
-            if name not in RUN_ENTRIES and not PARTIAL.fullmatch(name)
-            and not name.startswith("report") and not name.endswith(".png")]
+    if not run.root.is_dir():
+        return []
+    return folder_replace.foreign_entries(run.root, run_entry)
 
 
 def saved_recipe(run: RunDir) -> dict:
@@ -282,20 +291,22 @@ def check_run_folder(run: RunDir, action: str) -> None:
     """Refuse to ``action`` a folder that holds more than a tapt run."""
     foreign = foreign_entries(run)
     if foreign:
-        shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5
-                                          else "")
         raise RecipeError(f"output_dir {run.root} holds files that are no part of a tapt run "
-                          f"({shown}); tapt does not {action}: choose another output_dir, or "
-                          "move those files out")
+                          f"({folder_replace.shown(foreign)}); tapt does not {action}: choose "
+                          "another output_dir, or move those files out")
 
 
 def check_movable(run: RunDir) -> None:
     """``--overwrite`` moves only a tapt run folder, in one process, and never the current
-    directory or a folder above it."""
+    directory or a folder above it, nor through a symbolic link (the link's folder would be
+    moved and the link left dangling where the new run must start)."""
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:
         raise RecipeError(f"--overwrite moves {run.root} aside, which several processes "
                           "cannot do at once: run it in one process, or move the folder "
                           "yourself")
+    linked = folder_replace.symlink_refusal("output_dir", run.root)
+    if linked is not None:
+        raise RecipeError(linked)
     root, here = run.root.resolve(), Path.cwd().resolve()
     if root == here or root in here.parents:
         raise RecipeError(f"output_dir {run.root} is the current directory or above it: "

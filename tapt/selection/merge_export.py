@@ -4,13 +4,15 @@ The folder is what ``tapt train`` exports, so ``SentenceTransformer(folder)``, `
 eval``, ``tapt push`` and ``tapt train`` (``model.name: folder``) take it: safetensors
 weights, tokenizer and prompts (the first model's), ``LICENSE`` (Apache-2.0),
 ``tapt_preset.json`` (``stage: merge``, the sources and weights), ``merge.json`` (sources,
-weights, formula, the dev grid when one was evaluated) and a model card naming the sources
-and weights. Sources are named as :func:`tapt.encoders.preset_record.portable_model_name`
+weights, formula, the dev grid when one was evaluated, and ``files``: every entry the
+export holds) and a model card naming the sources and weights. Sources are named as :func:`tapt.encoders.preset_record.portable_model_name`
 records them (a local folder by its name, a Hub cache snapshot as its Hub id and commit),
 so a published card carries no path of this machine.
 
-The export is written into a staging folder and renamed into place when whole
-(:mod:`tapt.util.files`); with ``overwrite`` an existing tapt export is replaced only then.
+The export is written into a staging folder and renamed into place when whole; with
+``overwrite`` an existing merge is replaced only then, and only when its records read back
+checked and it holds nothing ``merge.json`` does not list (:mod:`tapt.util.folder_replace`,
+:data:`MERGE_RECORD`).
 """
 
 from __future__ import annotations
@@ -20,7 +22,12 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from tapt.encoders.model_paths import resolve_model_path
-from tapt.encoders.preset_record import portable_model_name, write_preset_record
+from tapt.encoders.preset_record import (
+    PresetRecordError,
+    portable_model_name,
+    read_preset_record,
+    write_preset_record,
+)
 from tapt.retrieval.metrics import METRIC_KEYS
 from tapt.selection.merge_types import DevSelection
 from tapt.training.export import (
@@ -30,8 +37,6 @@ from tapt.training.export import (
     apache_license_text,
     base_model_id,
     cast_saved_weights,
-    check_replaceable,
-    replace_folder,
 )
 from tapt.training.weights import MergeError
 from tapt.util.files import (
@@ -41,6 +46,8 @@ from tapt.util.files import (
     parameter_bytes,
     staging_folder,
 )
+from tapt.util.folder_replace import FolderRecord, check_replaceable, replace_folder
+from tapt.util.json_file import read_json
 from tapt.util.outputs import OutputOnInputError, check_apart
 
 MERGE_FILE = "merge.json"
@@ -48,12 +55,36 @@ FORMULA = "merged[key] = sum_i weights[i] * tensor_i[key] (float64 accumulation,
           "models' order, stored in the sources' dtype); integer/bool tensors copied"
 
 
+def merge_entries(folder: Path) -> list[str]:
+    """What a merge export holds by its records: ``tapt_preset.json`` read back checked
+    with ``stage: merge`` (:func:`read_preset_record`), and ``merge.json`` a JSON object
+    whose ``files`` lists the folder's entries by name. Raises ``ValueError`` naming the
+    file and what is wrong."""
+    record = read_preset_record(str(folder))  # PresetRecordError when it is not tapt's
+    if record is None or record.get("stage") != "merge":
+        raise PresetRecordError(f"{folder / 'tapt_preset.json'}: missing, or its stage is "
+                                "not merge")
+    path = folder / MERGE_FILE
+    body = read_json(path)
+    listed = body.get("files") if isinstance(body, dict) else None
+    if not isinstance(listed, list) or not all(
+            isinstance(name, str) and name and Path(name).name == name for name in listed):
+        raise ValueError(f"{path}: field 'files': expected the list of the export's entries "
+                         "(tapt writes it)")
+    return listed
+
+
+MERGE_RECORD = FolderRecord("tapt merge", MERGE_FILE, merge_entries)
+"""What ``--overwrite`` may replace: a merge or soup export, by its checked records."""
+
+
 def check_merge_output(output: Path, sources: Sequence[str], *, overwrite: bool,
                        inputs: Sequence[tuple[str, str | os.PathLike | None]] = ()) -> None:
     """Refuse, before anything loads, an ``--output`` that is, holds or lies inside a source
     model or another input (``inputs``: the dev and guard data), ``--overwrite`` or not
-    (:func:`tapt.util.outputs.check_apart`), or that exists (unless ``overwrite``, and then only
-    a tapt export). Whether it can be written is the command line's check (with its other
+    (:func:`tapt.util.outputs.check_apart`), a symbolic link, or that exists (unless
+    ``overwrite``, and then only a merge that holds nothing else: :data:`MERGE_RECORD`).
+    Whether it can be written is the command line's check (with its other
     options)."""
     output = Path(output)
     models = []
@@ -66,7 +97,7 @@ def check_merge_output(output: Path, sources: Sequence[str], *, overwrite: bool,
         check_apart([("--output", output)], [*models, *inputs])
     except OutputOnInputError as err:
         raise MergeError(f"{err}; write the merge to another folder") from None
-    check_replaceable(output, overwrite=overwrite, error=MergeError)
+    check_replaceable(output, overwrite=overwrite, error=MergeError, record=MERGE_RECORD)
 
 
 def source_records(specs: Sequence, weights: Sequence[float]) -> list[dict]:
@@ -180,10 +211,12 @@ def export_merge(model, output: Path, *, spec, sources: Sequence, weights: Seque
     (staging / "LICENSE").write_text(apache_license_text(), encoding="utf-8")
     write_preset_record(staging, model, spec, stage="merge", sources=records,
                         weights=list(weights))
+    entries = sorted({*(path.name for path in staging.iterdir()), MERGE_FILE})
     atomic_write_json(staging / MERGE_FILE, {
         "sources": records, "weights": list(weights), "formula": FORMULA, "dtype": dtype,
         "pick_on_dev": selection.to_dict() if selection is not None else None,
-        **({"soup": soup} if soup is not None else {})})
+        **({"soup": soup} if soup is not None else {}), "files": entries})
     atomic_write_text(staging / "README.md", merge_card(records, selection,
                                                         base_models(sources), soup))
-    return replace_folder(staging, output, overwrite=overwrite)
+    return replace_folder(staging, output, overwrite=overwrite, record=MERGE_RECORD,
+                          error=MergeError)

@@ -7,7 +7,8 @@ Every export is checked before it is published: the folder is loaded back throug
 :class:`~tapt.serving.runtime.ExportedEncoder` and its embeddings of a few passages are
 compared with the torch model's (a float32 export that disagrees is an error; an int8
 one records its cosine). The folder is staged and renamed into place; an existing one is
-replaced only with ``overwrite`` and only when it is a tapt export; the source is never
+replaced only with ``overwrite`` and only when its manifest reads back checked and it holds
+nothing else (:mod:`tapt.util.folder_replace`, :data:`EXPORT_RECORD`); the source is never
 written to.
 """
 
@@ -30,18 +31,14 @@ from tapt.encoders.st_inference import stored_prompt
 from tapt.serving import onnx_export, openvino_export
 from tapt.serving.card import export_card, source_file, source_license
 from tapt.serving.graph import ExportError, check_exportable, input_names
-from tapt.serving.manifest import MANIFEST_FILE, Preset, is_export_folder, write_manifest
+from tapt.serving.manifest import MANIFEST_FILE, Preset, read_manifest, write_manifest
 from tapt.serving.onnx_export import export_onnx, quantize_onnx_int8
 from tapt.serving.openvino_export import export_openvino, quantize_openvino_int8
 from tapt.serving.runtime import ExportedEncoder
 from tapt.util.bounds import CALIBRATION
 from tapt.util.digests import bytes_digest
-from tapt.util.files import (
-    atomic_write_text,
-    check_replaceable,
-    replace_folder,
-    staging_folder,
-)
+from tapt.util.files import atomic_write_text, staging_folder
+from tapt.util.folder_replace import FolderRecord, check_replaceable, replace_folder
 from tapt.util.outputs import check_apart
 from tapt.util.provenance import installed_version, tapt_version
 from tapt.util.redaction import redact
@@ -133,16 +130,26 @@ class ExportSettings:
         return made if quantization is None else f"{made}; then {quantization['method']}"
 
 
+def export_entries(folder: Path) -> list[str]:
+    """What an export folder holds by its manifest, checked (:func:`read_manifest`: every
+    file it lists as written): those files and the manifest itself."""
+    return [*read_manifest(folder).files, MANIFEST_FILE]
+
+
+EXPORT_RECORD = FolderRecord("tapt export", MANIFEST_FILE, export_entries)
+"""What ``--overwrite`` may replace: a tapt export, by its checked manifest."""
+
+
 def check_export_output(output: Path, source: str, *, overwrite: bool,
                         inputs: Sequence[tuple[str, str | os.PathLike | None]] = ()) -> None:
     """Refuse, before anything loads, an ``--output`` that is, holds or lies inside the
     source model or another input (``inputs``: the calibration corpus), or whose path holds
-    a secret (:func:`tapt.util.outputs.check_apart`); or that exists (unless ``overwrite``,
-    and then only a tapt serving export)."""
+    a secret (:func:`tapt.util.outputs.check_apart`); a symbolic link; or that exists
+    (unless ``overwrite``, and then only a tapt export that holds nothing else:
+    :mod:`tapt.util.folder_replace`)."""
     output = Path(output)
     check_apart([("--output", output)], [("model", source), *inputs])
-    check_replaceable(output, overwrite=overwrite, error=ExportError,
-                      replaceable=is_export_folder)
+    check_replaceable(output, overwrite=overwrite, error=ExportError, record=EXPORT_RECORD)
 
 
 def calibration_sample(texts: Iterable[str], size: int, seed: int) -> tuple[str, ...]:
@@ -278,7 +285,7 @@ def export_for_serving(name: str, output: Path, settings: ExportSettings, *,
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    return replace_folder(staging, output, overwrite=overwrite, replaceable=is_export_folder,
+    return replace_folder(staging, output, overwrite=overwrite, record=EXPORT_RECORD,
                           error=ExportError)
 
 

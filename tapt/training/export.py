@@ -23,16 +23,14 @@ from pathlib import Path
 
 from tapt.encoders.model_paths import PACKAGE_SCHEME
 from tapt.encoders.precision import torch_dtype
-from tapt.encoders.preset_record import base_model_of, read_preset_record
+from tapt.encoders.preset_record import base_model_of
 from tapt.recipe import Recipe
 from tapt.retrieval.metrics import METRIC_KEYS
 from tapt.retrieval.mteb_results import mteb_eval_results
 from tapt.run_folder.split_records import split_lines
 from tapt.training.dev_history import dev_curve, dev_table, metrics_table
 from tapt.training.lora import merge_lora
-from tapt.training.weights import MergeError
 from tapt.training.zero_shot_gate import gate_lines
-from tapt.util import files
 from tapt.util.figures import save
 from tapt.util.files import atomic_write_json, atomic_write_text
 from tapt.util.ids import is_hub_id
@@ -379,29 +377,3 @@ def write_dapt_card(folder: Path, recipe, section: str) -> None:
 
 EXPORT_STAGES = ("tapt", "dapt", "merge", "export")
 """The ``stage`` every record tapt writes carries (:func:`write_preset_record`'s callers)."""
-
-
-def is_tapt_export(folder: Path) -> bool:
-    """A folder tapt exported: a SentenceTransformer folder whose ``tapt_preset.json``
-    reads back checked and names a stage tapt writes. A record that fails the check is no
-    proof the folder is tapt's, so ``--overwrite`` leaves it alone."""
-    if not (folder / "modules.json").is_file():
-        return False
-    try:
-        record = read_preset_record(str(folder))
-    except (OSError, ValueError):
-        return False
-    return record is not None and record.get("stage") in EXPORT_STAGES
-
-
-def check_replaceable(output: Path, *, overwrite: bool,
-                      error: type[Exception] = MergeError) -> None:
-    """:func:`tapt.util.files.check_replaceable` for a SentenceTransformer export."""
-    files.check_replaceable(output, overwrite=overwrite, error=error,
-                            replaceable=is_tapt_export)
-
-
-def replace_folder(staging: Path, output: Path, *, overwrite: bool) -> Path:
-    """:func:`tapt.util.files.replace_folder` for a SentenceTransformer export."""
-    return files.replace_folder(staging, output, overwrite=overwrite,
-                                replaceable=is_tapt_export, error=MergeError)

@@ -12,7 +12,7 @@ import json
 import logging
 import os
 import shutil
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 
 from tapt.util.redaction import redact, redact_data
@@ -128,43 +128,6 @@ def publish(staging: Path, target: Path) -> Path:
         raise FileExistsError(f"{target} exists; the export stays in {staging}")
     staging.replace(target)
     return target
-
-
-def check_replaceable(output: Path, *, overwrite: bool, error: type[Exception],
-                      replaceable: Callable[[Path], bool]) -> None:
-    """An existing ``--output`` may be replaced only with ``overwrite`` and only when
-    ``replaceable(output)`` (a folder tapt wrote; ``error`` otherwise); a missing one
-    passes."""
-    if not (output.exists() or output.is_symlink()):
-        return
-    if not output.is_dir():
-        raise NotADirectoryError(f"--output {output}: exists and is not a folder")
-    if not overwrite:
-        raise FileExistsError(f"--output {output}: exists; pass --overwrite to replace "
-                              "it (only a tapt export is replaced)")
-    if not replaceable(output):
-        raise error(f"--output {output}: not a tapt export (no record that tapt wrote "
-                    "it), so --overwrite does not replace it; choose another folder")
-
-
-def replace_folder(staging: Path, output: Path, *, overwrite: bool,
-                   replaceable: Callable[[Path], bool], error: type[Exception]) -> Path:
-    """Publish ``staging`` as ``output``; an existing tapt export there (``overwrite``,
-    ``replaceable``) is moved aside first and removed once the new one is in place
-    (restored on failure)."""
-    if not (overwrite and output.exists()):
-        return publish(staging, output)
-    if not replaceable(output):  # checked before loading; the folder may have changed
-        raise error(f"--output {output}: not a tapt export; the new one stays in {staging}")
-    aside = output.with_name(f"{output.name}.old-{os.getpid()}")
-    output.replace(aside)
-    try:
-        publish(staging, output)
-    except BaseException:
-        aside.replace(output)
-        raise
-    shutil.rmtree(aside)
-    return output
 
 
 def check_writable(folder: str | os.PathLike) -> None:

@@ -185,7 +185,7 @@ def test_output_is_refused_unless_overwrite_of_a_tapt_export(tmp_path, tiny_bert
     assert main(["merge", *sources, "--output", str(plain)]) == 2
     assert "exists; pass --overwrite" in capsys.readouterr().out
     assert main(["merge", *sources, "--output", str(plain), "--overwrite"]) == 2
-    assert "not a tapt export" in capsys.readouterr().out
+    assert "not a tapt merge" in capsys.readouterr().out
     assert (plain / "notes.txt").read_text(encoding="utf-8") == "mine"
 
     out = tmp_path / "merged"
@@ -260,7 +260,7 @@ def test_overwrite_leaves_a_folder_whose_record_tapt_did_not_write(tmp_path, tin
     before = {p.name: p.read_bytes() for p in theirs.iterdir() if p.is_file()}
     assert main(["merge", str(perturbed_bert), str(tiny_bert_path), "--output", str(theirs),
                  "--overwrite"]) == 2
-    assert "not a tapt export" in capsys.readouterr().out
+    assert "not a tapt merge" in capsys.readouterr().out
     assert {p.name: p.read_bytes() for p in theirs.iterdir() if p.is_file()} == before
 
 
