@@ -89,6 +89,7 @@ def cmd_data(args: argparse.Namespace) -> int:
         raise ValueError("--max-length needs --tokenizer MODEL (lengths in that model's tokens)")
     splits = args.splits or present_splits(args.folder)
     if args.data_command == "stats":
+        check_decontamination(args)
         splits = list(dict.fromkeys([*splits, *args.decontaminate]))
         if args.dev_from_train is not None and "dev" in splits and args.splits is None:
             splits.remove("dev")  # carved instead (data.dev_from_train refuses a dev file)
@@ -154,6 +155,24 @@ def cmd_data(args: argparse.Namespace) -> int:
     return 0
 
 
+def stats_data_settings(args: argparse.Namespace) -> SimpleNamespace:
+    """``tapt data stats``' flags as the data settings of a recipe."""
+    return SimpleNamespace(train_split="train", dev_split="dev", test_split="test",
+                           dev_from_train=args.dev_from_train, dev_seed=args.dev_seed,
+                           dev_carve=args.dev_carve, decontaminate=args.decontaminate)
+
+
+def check_decontamination(args: argparse.Namespace) -> None:
+    """Refuse, before reading the data, ``--decontaminate`` naming train or a dev split
+    ``--dev-from-train`` carves (the recipe check's message, with the flags' names)."""
+    from tapt.data.splits import decontamination_problem
+
+    problem = decontamination_problem(stats_data_settings(args), "--decontaminate",
+                                      "--dev-from-train")
+    if problem is not None:
+        raise ValueError(problem)
+
+
 def training_view(args: argparse.Namespace, dataset):
     """``tapt data stats``: the dataset as a recipe with ``data.decontaminate`` and
     ``data.dev_from_train`` would train on it (:func:`tapt.data.splits.training_splits`)."""
@@ -164,11 +183,8 @@ def training_view(args: argparse.Namespace, dataset):
     if "train" not in dataset.qrels:
         raise ValueError(f"{args.folder}: --decontaminate and --dev-from-train need its "
                          "train split (qrels/train.tsv; add train to --splits)")
-    data = SimpleNamespace(train_split="train", dev_split="dev", test_split="test",
-                           dev_from_train=args.dev_from_train, dev_seed=args.dev_seed,
-                           dev_carve=args.dev_carve, decontaminate=args.decontaminate)
     keep = tuple(args.splits or present_splits(args.folder))
-    return training_splits(dataset, data, keep=keep)
+    return training_splits(dataset, stats_data_settings(args), keep=keep)
 
 
 def show_split_records(dataset) -> None:

@@ -208,10 +208,12 @@ def cmd_eval(args: argparse.Namespace) -> int:
     progress = terminal.show_progress(args)
     from tapt.encoders.api import APIError
     from tapt.retrieval.retriever_factory import HybridOptions, build_retriever
+    from tapt.retrieval.search import require_search
 
     _check_outputs(args)
     check_view_args(args)  # --dims / --by / --tune-on combinations, before the model loads
     check_serving_args(args)  # --backend / --embedding-precision / --rescore combinations
+    require_search(args.search_backend, args.embedding_precision)  # faiss, before the model
     hybrid = HybridOptions(fusion=args.fusion, rrf_k=args.rrf_k, alpha=args.alpha,
                            depth=args.fusion_depth) if args.hybrid else None
     with opened_encoder(args, args.model, progress=progress) as loader:
@@ -238,12 +240,15 @@ def cmd_mine(args: argparse.Namespace) -> int:
     progress = terminal.show_progress(args)
     from tapt.retrieval.mining import MiningSettings, mine, summary_table, write_mined
     from tapt.retrieval.retriever_factory import build_retriever, is_bm25
+    from tapt.retrieval.search import require_search
 
     if is_main():
         check_outputs([("--output", args.output)], overwrite=args.overwrite,
                       inputs=data_inputs("--data", args.data, args.config)
                       + model_inputs("--retriever", args.retriever))
     check_serving_args(args)  # --threads without --backend
+    if not is_bm25(args.retriever):
+        require_search(args.search_backend)  # faiss, before the model loads
     settings = MiningSettings(per_query=args.per_query, depth=args.depth,
                               skip_top=args.skip_top, margin=args.margin,
                               sampling=args.sampling, seed=args.seed)

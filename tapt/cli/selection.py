@@ -126,6 +126,7 @@ def _add_merge_parser(commands) -> None:
 def cmd_merge(args: argparse.Namespace) -> int:
     from rich.table import Table
 
+    from tapt.encoders.loading import refuse_serving_export
     from tapt.retrieval.metrics import METRIC_KEYS
     from tapt.selection.merge import DEFAULT_GRID, DevSettings, check_request, merge
     from tapt.selection.merge_export import check_merge_output
@@ -136,6 +137,8 @@ def cmd_merge(args: argparse.Namespace) -> int:
     _check_guard_flags(args)
     grid = (args.grid or list(DEFAULT_GRID)) if args.pick_on_dev else None
     check_request(len(args.models), args.weights, grid)
+    for model in args.models:
+        refuse_serving_export(model, "tapt merge averages torch weights")
     run_recipe = Path(args.pick_on_dev or "") / "recipe.yaml"
     run = None
     if args.pick_on_dev and run_recipe.is_file():  # a run folder: its recipe's inputs too

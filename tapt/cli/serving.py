@@ -156,7 +156,11 @@ def calibration_texts(args: argparse.Namespace) -> tuple[str, ...]:
 def cmd_export(args: argparse.Namespace) -> int:
     from tapt.encoders.backends import require_export
     from tapt.encoders.factory import ModelOptions
-    from tapt.encoders.loading import check_model_source, refuse_export_folder
+    from tapt.encoders.loading import (
+        check_model_source,
+        refuse_run_folder,
+        refuse_serving_export,
+    )
     from tapt.encoders.model_paths import resolve_model_path
     from tapt.serving.export_folder import (
         ExportSettings,
@@ -176,8 +180,9 @@ def cmd_export(args: argparse.Namespace) -> int:
     check_export_output(args.output, source, overwrite=args.overwrite, inputs=inputs)
     check_folder("--output", args.output.parent, shown=args.output)
     require_export(args.backend, args.quantize)  # one line naming tapt[onnx] / [openvino]
+    refuse_run_folder(source, verb="export")  # RUN_DIR, not RUN_DIR/final
     check_model_source(source)
-    refuse_export_folder(source, "torch")  # an export is exported from its source model
+    refuse_serving_export(args.model, "tapt export converts a torch model", verb="export")
     settings = replace(settings, calibration_texts=calibration_texts(args))
     settings.check()  # an empty calibration corpus
     options = ModelOptions(family=args.family, max_seq_length=args.max_seq_length,

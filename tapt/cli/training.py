@@ -47,7 +47,11 @@ def cmd_train(args: argparse.Namespace) -> int:
     from tapt.recipe import load_recipe
 
     recipe = load_recipe(args.recipe, args.overrides)
+    from tapt.encoders.loading import refuse_serving_export
     from tapt.run_folder.start import check_output_dir
+
+    refuse_serving_export(recipe.model.name, "tapt train fine-tunes torch weights",
+                          named="model.name")
 
     check_output_dir(recipe, recipe_file=args.recipe)  # also: output_dir must not hold it
     # imported once the recipe is valid: training pulls in torch, transformers and peft
@@ -80,7 +84,11 @@ def cmd_dapt(args: argparse.Namespace) -> int:
     from tapt.retrieval.metrics import METRIC_KEYS
 
     recipe = load_recipe(args.recipe, args.overrides, kind="dapt")
+    from tapt.encoders.loading import refuse_serving_export
     from tapt.run_folder.start import check_output_dir
+
+    refuse_serving_export(recipe.model.name, "tapt dapt trains torch weights",
+                          named="model.name")
 
     check_output_dir(recipe, recipe_file=args.recipe)  # also: output_dir must not hold it
     from tapt.training.dapt import dapt  # torch, transformers: only once the recipe is valid

@@ -227,6 +227,22 @@ def training_splits(dataset: BeirDataset, data, keep: tuple[str, ...] = ()) -> B
     return dataset
 
 
+def decontamination_problem(data, decontaminate: str = "data.decontaminate",
+                            dev_from_train: str = "data.dev_from_train") -> str | None:
+    """What is wrong with ``data``'s splits to decontaminate against (``data``: a recipe's
+    :class:`~tapt.recipe.schema.DataSettings` or ``tapt data stats``' flags as such;
+    ``decontaminate`` / ``dev_from_train``: what the message calls the two), or None: it
+    names the train split itself, or a dev split carved from train."""
+    if data.train_split in data.decontaminate:
+        return (f"{decontaminate} names the train split '{data.train_split}': it would drop "
+                "every training judgment")
+    if data.dev_from_train is not None and data.dev_split in data.decontaminate:
+        return (f"{decontaminate} names '{data.dev_split}', which is carved from train "
+                f"({dev_from_train}): the group carve already keeps its relevant passages "
+                "out of training")
+    return None
+
+
 def carved_off(dataset: BeirDataset, split: str) -> dict:
     """The qrels of the queries carved off ``split`` into a dev split (empty when nothing
     was): files made for the whole split (``tapt mine``, ``tapt score``) hold their lines,

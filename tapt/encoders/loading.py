@@ -19,7 +19,12 @@ from tapt.encoders.model_paths import resolve_model_path
 from tapt.encoders.precision import resolve_dtype, torch_dtype
 from tapt.encoders.presets import get_preset
 from tapt.encoders.tokenizer_check import check_tokenizer
-from tapt.serving.manifest import MANIFEST_FILE, is_export_folder, recorded_backend
+from tapt.serving.manifest import (
+    MANIFEST_FILE,
+    is_export_folder,
+    recorded_backend,
+    recorded_source,
+)
 from tapt.util.bounds import POSITIVE_INT, check_optional
 from tapt.util.families import FamilyPreset
 from tapt.util.ids import is_hub_id
@@ -160,6 +165,7 @@ def check_model_source(name: str, revision: str | None = None) -> None:
         if not local.is_dir():
             raise NotADirectoryError(f"model '{name}': {local.resolve()} is a file, not a "
                                      "model folder")
+        refuse_run_folder(name)
         return
     if name.partition(":")[0] in ("openai", "voyage"):
         raise ValueError(f"model '{name}': an embedding API (openai:MODEL / voyage:MODEL) "
@@ -175,6 +181,26 @@ def check_model_source(name: str, revision: str | None = None) -> None:
                                 "cached copy of it as a Hub id: give the path of a local "
                                 "model folder, or unset HF_HUB_OFFLINE to download it")
     check_hub_reachable(name, revision)
+
+
+def is_run_folder(path: str | Path) -> bool:
+    """``path`` is a tapt run folder (its ``recipe.yaml`` or ``final/``), not a model in
+    it: no ``modules.json`` or ``config.json`` of its own."""
+    folder = Path(path)
+    return (not (folder / "modules.json").exists() and not (folder / "config.json").exists()
+            and ((folder / "recipe.yaml").is_file() or (folder / "final").is_dir()))
+
+
+def refuse_run_folder(name: str, verb: str = "give") -> None:
+    """A tapt run folder given as a model (transformers would answer "Unrecognized model
+    ... model_type"): one line naming the model in it, ``RUN/final``, to ``verb``
+    instead."""
+    if not is_run_folder(name):
+        return
+    final = Path(name) / "final"
+    later = "" if final.is_dir() else " (written when the run finishes)"
+    raise ValueError(f"model '{name}' is a tapt run folder (recipe.yaml, checkpoints/), not a "
+                     f"model: {verb} its trained model, {final}{later}")
 
 
 HUB_PROBE_TIMEOUT_S = 10.0
@@ -262,7 +288,13 @@ def load_sentence_transformer(spec: ModelSpec):
     if spec.trust_remote_code:
         warn_remote_code(spec.name_or_path, spec.revision)
     dtype = torch_dtype(resolve_dtype(spec.dtype, spec.device))
-    model = SentenceTransformer(path, device=spec.device, trust_remote_code=spec.trust_remote_code,
+    # A combined model's lexical branch is tapt's own module class, which
+    # sentence-transformers imports only under trust_remote_code; allowed for that class
+    # alone, in a folder holding no code (tapt.encoders.lexical_branch).
+    from tapt.encoders.lexical_branch import tapt_modules_only
+
+    trusted = spec.trust_remote_code or tapt_modules_only(path)
+    model = SentenceTransformer(path, device=spec.device, trust_remote_code=trusted,
                                 revision=spec.revision, model_kwargs={"dtype": dtype})
     check_tokenizer(model, spec.name_or_path)
     if next(model.parameters()).dtype != dtype:  # modules after the transformer (Dense, ...)
@@ -271,9 +303,36 @@ def load_sentence_transformer(spec: ModelSpec):
     return model
 
 
+GRAPHS = {"onnx": "ONNX graph", "openvino": "OpenVINO graph"}
+
+
+def refuse_serving_export(name: str, doing: str, *, named: str = "model",
+                          verb: str = "give") -> None:
+    """Refuse a ``tapt export`` folder given to a command that needs a torch model and
+    takes no ``--backend`` (train, dapt, merge, export itself), in one line: what it is,
+    what the command does (``doing``: "tapt merge averages torch weights"), and the model
+    to ``verb`` instead, the source its manifest records. ``named``: what the message
+    calls the input (``model``, ``model.name``). A name that does not resolve passes:
+    the model's loading reports it."""
+    try:
+        path = resolve_model_path(name)
+    except FileNotFoundError:
+        return
+    if not is_export_folder(path):
+        return
+    graph = GRAPHS.get(recorded_backend(path), "ONNX or OpenVINO graph")
+    source = recorded_source(path)
+    instead = (f"{verb} the torch model it was made from: {source}" if source else
+               f"{verb} the torch model it was made from ({MANIFEST_FILE} does not name it)")
+    raise ValueError(f"{named} '{name}' is a serving export ({graph}, {MANIFEST_FILE}), not "
+                     f"a torch model: {doing}; {instead}")
+
+
 def refuse_export_folder(path: str, backend: str) -> None:
     """A ``tapt export`` folder (ONNX / OpenVINO) or a non-torch ``backend`` is no
-    SentenceTransformer to load with torch: one line saying which backend runs it."""
+    SentenceTransformer to load with torch: one line saying which backend runs it (for a
+    command that takes ``--backend``; one that does not calls
+    :func:`refuse_serving_export` first)."""
     if is_export_folder(path):
         recorded = recorded_backend(path)
         raise ValueError(f"model '{path}' is a tapt export for the {recorded} backend "

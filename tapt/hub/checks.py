@@ -104,8 +104,9 @@ def check_weights(folder: Path, files: list[PlannedFile]) -> None:
         raise PushRefused(f"{folder / pickles[0]}: pickle weights are not published; a tapt "
                           "export holds safetensors weights only")
     if not any(entry.path.endswith(".safetensors") for entry in files):
-        raise PushRefused(f"{folder}: no safetensors weights (*.safetensors); push a tapt "
-                          "export (OUTPUT/final), not a checkpoint or an unrelated folder")
+        raise PushRefused(f"{folder}: no safetensors weights (*.safetensors); push a trained "
+                          "SentenceTransformer folder (a run's OUTPUT/final, or a tapt merge "
+                          "or soup output), not a checkpoint or an unrelated folder")
 
 
 def check_license_file(folder: Path, license: str) -> None:

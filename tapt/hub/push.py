@@ -24,11 +24,13 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from tapt.encoders.loading import is_run_folder
 from tapt.encoders.preset_record import read_record_hint
 from tapt.hub.checks import PushPlan, check_export
 from tapt.hub.errors import PushFailed, PushRefused
 from tapt.hub.secrets_scan import known_tokens
 from tapt.hub.upload import RetryPolicy, StepFailed, describe, exception_chain, with_retries
+from tapt.serving.manifest import MANIFEST_FILE, is_export_folder, recorded_source
 from tapt.util.ids import hub_id_problem
 from tapt.util.redaction import redact
 
@@ -100,10 +102,9 @@ def recorded_remote_code(folder: Path) -> bool:
 
 
 def check_not_run_folder(folder: Path) -> None:
-    """Refuse a run folder (``recipe.yaml``, ``final/``, no ``modules.json``), naming the
+    """Refuse a run folder (:func:`~tapt.encoders.loading.is_run_folder`), naming the
     export inside it, ``RUN_DIR/final``, which is what a push publishes."""
-    if (folder / "modules.json").exists() or not (
-            (folder / "recipe.yaml").is_file() or (folder / "final").is_dir()):
+    if not is_run_folder(folder):
         return
     export = folder / "final"
     if export.is_dir():
@@ -111,6 +112,21 @@ def check_not_run_folder(folder: Path) -> None:
                           f"tapt push {export} ...")
     raise PushRefused(f"{folder}: a tapt run folder without an export yet ({export} is "
                       "written when the run finishes); push that folder once it exists")
+
+
+def check_not_serving_export(folder: Path) -> None:
+    """Refuse a ``tapt export`` folder (ONNX / OpenVINO graph, ``tapt_export.json``): tapt
+    push publishes SentenceTransformer folders (safetensors weights it loads and checks),
+    not serving exports; name the model the export was made from."""
+    if not is_export_folder(folder):
+        return
+    source = recorded_source(folder)
+    model = f"push the model it was made from ({source})" if source else \
+        "push the model it was made from"
+    raise PushRefused(f"{folder}: a serving export (tapt export, {MANIFEST_FILE}); tapt push "
+                      "does not publish serving exports, only a trained SentenceTransformer "
+                      f"folder (a run's OUTPUT/final): {model}, or upload this folder with "
+                      "huggingface_hub (hf upload REPO_ID FOLDER)")
 
 
 def push_export(folder: str | os.PathLike, repo_id: str, *, private: bool | None = None,
@@ -139,6 +155,7 @@ def push_export(folder: str | os.PathLike, repo_id: str, *, private: bool | None
     """
     folder = Path(folder)
     check_not_run_folder(folder)
+    check_not_serving_export(folder)
     check_environment(repo_id, dry_run)
     endpoint = hub_endpoint()
     tokens = known_tokens(network=not dry_run)

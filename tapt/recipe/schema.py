@@ -18,6 +18,7 @@ from pydantic import (
 )
 
 from tapt.data.relevance import parse_relevant_from
+from tapt.data.splits import decontamination_problem
 from tapt.recipe.base import RecipeError, Section, Seed, local_path
 from tapt.recipe.loss import LossSettings
 from tapt.recipe.selection import GuardSettings, check_average_last
@@ -271,13 +272,9 @@ class DataSettings(Section):
 
     @model_validator(mode="after")
     def _check_decontaminate_splits(self):
-        if self.train_split in self.decontaminate:
-            raise ValueError(f"data.decontaminate names the train split "
-                             f"'{self.train_split}': it would drop every training judgment")
-        if self.dev_from_train is not None and self.dev_split in self.decontaminate:
-            raise ValueError(f"data.decontaminate names '{self.dev_split}', which is carved "
-                             "from train (data.dev_from_train): the group carve already keeps "
-                             "its relevant passages out of training")
+        problem = decontamination_problem(self)
+        if problem is not None:
+            raise ValueError(problem)
         return self
 
     @field_validator("path")

@@ -44,8 +44,15 @@ logger = logging.getLogger(__name__)
 SEARCH_BACKENDS = ("auto", "faiss", "torch")
 
 
+def faiss_installed() -> bool:
+    """Whether faiss imported (it is an extra: tapt[cpu] or tapt[gpu])."""
+    return not isinstance(faiss, _NoFaiss)
+
+
 def gpu_count() -> int:
-    """GPUs visible to faiss (0 for faiss-cpu)."""
+    """GPUs visible to faiss (0 for faiss-cpu, or without faiss)."""
+    if not faiss_installed():
+        return 0
     get = getattr(faiss, "get_num_gpus", None)
     return int(get()) if get is not None else 0
 
@@ -128,6 +135,16 @@ def choose_backend(requested: str = "auto") -> str:
     import torch  # only asked when faiss has no GPU: torch is then already loaded by encoders
 
     return "torch" if torch.cuda.is_available() else "faiss"
+
+
+def require_search(requested: str = "auto", precision: str = "float32") -> None:
+    """:class:`FaissMissingError` now, before a command loads its model, when the search it
+    asks for needs faiss and faiss is not installed: a quantised index (``precision`` not
+    float32) always, an exact one unless torch's search is chosen (``requested`` auto on a
+    CPU, or faiss)."""
+    if not faiss_installed() and (precision != "float32" or
+                                  choose_backend(requested) == "faiss"):
+        raise FaissMissingError()
 
 
 def make_index(dim: int, *, normalize: bool = True, backend: str = "auto",

@@ -136,15 +136,31 @@ def is_export_folder(path: str | os.PathLike) -> bool:
     return (Path(path) / MANIFEST_FILE).is_file()
 
 
-def recorded_backend(folder: str | os.PathLike) -> str:
-    """The backend an export folder's manifest names, unchecked (for a message): ``onnx``,
-    ``openvino``, or ``onnx or openvino`` when the manifest cannot say."""
+def _unchecked_body(folder: str | os.PathLike) -> dict:
+    """An export folder's manifest as read, unchecked ({} when unreadable): for messages."""
     try:
         body = read_json(Path(folder) / MANIFEST_FILE, error=ExportFolderError)
     except (OSError, ExportFolderError):
-        body = None
-    backend = body.get("backend") if isinstance(body, dict) else None
+        return {}
+    return body if isinstance(body, dict) else {}
+
+
+def recorded_backend(folder: str | os.PathLike) -> str:
+    """The backend an export folder's manifest names, unchecked (for a message): ``onnx``,
+    ``openvino``, or ``onnx or openvino`` when the manifest cannot say."""
+    backend = _unchecked_body(folder).get("backend")
     return backend if backend in ("onnx", "openvino") else "onnx or openvino"
+
+
+def recorded_source(folder: str | os.PathLike) -> str | None:
+    """The source model an export folder's manifest names (``source.name``, with its
+    revision), unchecked (for a message); None when it names none."""
+    source = _unchecked_body(folder).get("source")
+    name = source.get("name") if isinstance(source, dict) else None
+    if not isinstance(name, str) or not name.strip():
+        return None
+    revision = source.get("revision")
+    return f"{name} (revision {revision})" if isinstance(revision, str) and revision else name
 
 
 def read_manifest(folder: str | os.PathLike, backend: str | None = None) -> Manifest:

@@ -249,3 +249,51 @@ def test_synth_refuses_sizes_beyond_its_maximum(flag, value, maximum, tmp_path, 
     err = capsys.readouterr().err
     assert f"argument {flag}: must be in [" in err and f"{maximum}]" in err
     assert "in memory" in err and not (tmp_path / "out").exists()
+
+
+# ----------------------------------------------------- data stats, faiss: say it first
+
+@mark("tapt data stats (tapt.cli.data.check_decontamination)",
+      "--decontaminate dev with --dev-from-train 50: a dev carved from train",
+      "refused before reading, exit 2, the recipe check's message with the flags' names (not "
+      "\"split(s) ['dev'] not loaded\")")
+def test_stats_will_not_decontaminate_against_a_carved_dev(dataset_dir, quiet_cli, capsys):
+    from tapt.recipe.schema import DataSettings
+
+    argv = ["data", "stats", str(dataset_dir), "--decontaminate", "dev", "--dev-from-train",
+            "2"]
+    assert quiet_cli.main(argv) == 2
+    message = out_text(capsys)
+    assert ("--decontaminate names 'dev', which is carved from train (--dev-from-train): the "
+            "group carve already keeps its relevant passages out of training") in message
+    assert "not loaded" not in message
+    with pytest.raises(ValueError, match="data.decontaminate names 'dev', which is carved "
+                                         r"from train \(data.dev_from_train\)"):
+        DataSettings(path=str(dataset_dir), decontaminate=["dev"], dev_from_train=2)
+
+
+@mark("tapt eval (tapt.retrieval.search.require_search)",
+      "faiss not installed, tapt eval of a local model on the CPU (faiss search)",
+      "refused before the model loads, exit 2, one line naming tapt[cpu] / tapt[gpu]")
+def test_eval_without_faiss_says_so_before_loading_the_model(tiny_bert_path, dataset_dir,
+                                                             monkeypatch, quiet_cli, capsys):
+    import sentence_transformers
+
+    import tapt.retrieval.search as search
+
+    monkeypatch.setattr(search, "faiss", search._NoFaiss())
+
+    class Loaded(Exception):
+        """The model began to load."""
+
+    def loading(*args, **kwargs):
+        raise Loaded
+
+    monkeypatch.setattr(sentence_transformers, "SentenceTransformer", loading)
+    argv = ["eval", "--model", str(tiny_bert_path), "--data", str(dataset_dir), "--quiet",
+            "--no-cache"]
+    assert quiet_cli.main(argv) == 2  # before loading: Loaded would propagate
+    message = out_text(capsys)
+    assert "faiss is not installed" in message and 'pip install "tapt[cpu]"' in message
+    with pytest.raises(Loaded):  # torch's search needs no faiss: the model loads
+        quiet_cli.main([*argv, "--search-backend", "torch"])

@@ -77,3 +77,78 @@ def test_a_missing_backend_is_one_line(backend, tiny_bert_path, tmp_path, monkey
     lines = [line for line in capsys.readouterr().out.splitlines() if line.strip()]
     assert code == 2 and len(lines) == 1 and f'"{EXTRAS[backend]}"' in lines[0]
     assert not (tmp_path / "out").exists()
+
+
+def serving_export(model, folder, source: str = "runs/scifact/final"):
+    """A folder that stands for a tapt export of ``source``: its manifest (with the source
+    record) beside a copy of a model's files."""
+    import shutil
+
+    shutil.copytree(model, folder)
+    (folder / "tapt_export.json").write_text(json.dumps(
+        {"format": 1, "backend": "onnx", "source": {"name": source, "revision": None}}),
+        encoding="utf-8")
+    return folder
+
+
+@pytest.mark.reliability(
+    area="messages", reader="tapt train / merge / export (tapt.encoders.loading)",
+    fault="a tapt serving export (ONNX graph) given as model.name, as a tapt merge model and "
+          "as tapt export's model: commands without --backend",
+    behaviour="refused before loading, exit 2, one line saying what the command needs and "
+              "naming the torch model the export was made from (its manifest's source); "
+              "no 'pass --backend'")
+def test_a_serving_export_given_to_a_torch_command_names_its_source(
+        model_copy, make_recipe, tmp_path, quiet_cli, capsys):
+    folder = serving_export(model_copy, tmp_path / "exported")
+    recipe, output = make_recipe("from-export", model_path=folder)
+    cases = {"tapt train fine-tunes torch weights": ["train", str(recipe)],
+             "tapt merge averages torch weights": ["merge", str(folder), str(model_copy),
+                                                   "--output", str(tmp_path / "merged")],
+             "tapt export converts a torch model": ["export", str(folder), "--backend",
+                                                    "onnx", "--output", str(tmp_path / "o")]}
+    for doing, argv in cases.items():
+        code = main(argv)
+        message = " ".join(capsys.readouterr().out.split())
+        assert code == 2, (argv[0], message)
+        assert "serving export (ONNX graph, tapt_export.json)" in message and doing in message
+        assert "made from: runs/scifact/final" in message and "--backend" not in message
+    assert not output.exists() and not (tmp_path / "merged").exists()
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.reliability(
+    area="messages", reader="tapt export (tapt.encoders.loading.refuse_run_folder)",
+    fault="tapt export RUN_DIR: a tapt run folder (recipe.yaml, final/) instead of "
+          "RUN_DIR/final",
+    behaviour="refused before loading, exit 2, one line: a tapt run folder; export "
+              "RUN_DIR/final (no transformers 'Unrecognized model')")
+def test_export_of_a_run_folder_names_its_final_model(model_copy, tmp_path, quiet_cli,
+                                                      capsys):
+    import shutil
+
+    run = tmp_path / "runs" / "scifact"
+    shutil.copytree(model_copy, run / "final")
+    (run / "recipe.yaml").write_text("model: {name: x}\n", encoding="utf-8")
+    code = main(["export", str(run), "--backend", "onnx", "--output", str(tmp_path / "o")])
+    message = " ".join(capsys.readouterr().out.split())
+    assert code == 2 and "is a tapt run folder" in message
+    assert f"export its trained model, {run / 'final'}" in message
+    assert "Unrecognized" not in message and not (tmp_path / "o").exists()
+
+
+@pytest.mark.reliability(
+    area="messages", reader="tapt push (tapt.hub.push.check_not_serving_export)",
+    fault="tapt push --dry-run of a tapt export folder (ONNX graph, tapt_export.json)",
+    behaviour="refused, exit 2: tapt push does not publish serving exports; names the model "
+              "it was made from (no 'push a tapt export (OUTPUT/final)')")
+def test_push_of_a_serving_export_says_it_is_not_published(model_copy, tmp_path, quiet_cli,
+                                                           capsys):
+    folder = serving_export(model_copy, tmp_path / "exported")
+    (folder / "model.safetensors").unlink()  # as tapt export writes it: a graph, no weights
+    (folder / "model.onnx").write_bytes(b"graph")
+    code = main(["push", str(folder), "--repo-id", "org/tiny", "--dry-run"])
+    message = " ".join(capsys.readouterr().out.split())
+    assert code == 2 and "does not publish serving exports" in message
+    assert "push the model it was made from (runs/scifact/final)" in message
+    assert "push a tapt export" not in message
