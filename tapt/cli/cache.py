@@ -79,7 +79,8 @@ def _table(title: str, entries, corpora: bool = False):
         size = f"{entry.bytes / 1e9:.2f} GB"
         if getattr(entry, "unfinished_bytes", 0):
             size += f" ({entry.unfinished_bytes / 1e9:.2f} GB unfinished writes)"
-        table.add_row(name, what, f"{entry.rows:,}", size, _when(entry.last_used))
+        rows = f"{entry.rows:,}" if corpora or entry.rows else "0 (nothing cached)"
+        table.add_row(name, what, rows, size, _when(entry.last_used))
     return table
 
 
@@ -95,18 +96,25 @@ def _scratch_table(title: str, folders):
 
 
 def _summary(verb: str, models, corpora, scratch) -> str:
+    """One line counting what the tables list (the model keys that hold nothing cached
+    among them named as such)."""
     total = sum(e.bytes for e in [*models, *corpora, *scratch])
-    return (f"{verb}{len(models)} model keys, {len(corpora)} corpora, {len(scratch)} scratch "
-            f"folders, {total / 1e9:.2f} GB")
+    empty = sum(1 for e in models if not e.rows)
+    holding = f" ({empty} holding nothing cached)" if empty else ""
+    return (f"{verb}{len(models)} model keys{holding}, {len(corpora)} corpora, "
+            f"{len(scratch)} scratch folders, {total / 1e9:.2f} GB")
 
 
 def cmd_cache(args: argparse.Namespace) -> int:
     from tapt.data.arrow_corpus import list_corpus_files
-    from tapt.retrieval.embedding_cache import list_entries
+    from tapt.retrieval.embedding_cache import list_entries, remove_leftovers
     from tapt.run_folder.scratch import list_scratch, remove_stale, scratch_root
     from tapt.util.cache_entries import prune_entries
 
     root, folder = _root(args), _corpus_folder(args)
+    if args.cache_command == "prune" and (args.older_than_days is not None
+                                          or args.max_gb is not None):
+        remove_leftovers(root)  # what no table lists: a killed prune's, a killed start's
     models, corpora = list_entries(root), list_corpus_files(folder)
     scratch = list_scratch()
     if args.cache_command == "ls":

@@ -23,7 +23,10 @@ finite is never stored (nor one that overflows ``float16`` storage), and
 Failures and concurrency: a cache that cannot be written (read-only, disk full, its folder
 deleted) warns and the work goes on uncached; a process holds its model key's
 :class:`~tapt.util.cache_entries.InUse` lock while it uses it, so ``tapt cache prune`` never
-deletes a folder whose shards are being written or read.
+deletes a folder whose shards are being written or read. A key folder that holds no shard
+when its process lets go of it (an encode interrupted before its first shard was stored, a
+Ctrl-C while the key was being recorded) is removed then, unless another process uses it:
+``tapt cache ls`` never lists an empty key an interrupted run left.
 
 sentence-transformers has no embedding cache and the API encoders' SQLite cache
 (``tapt.encoders.api.cache``) holds one row per request text, which would not memory-map a
@@ -44,6 +47,7 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -61,6 +65,7 @@ from tapt.util.cache_entries import (
     InUse,
     prune_entries,
     remove_abandoned_deletions,
+    remove_unused,
 )
 from tapt.util.digests import file_record, mismatch
 from tapt.util.finite import nonfinite_rows
@@ -169,26 +174,36 @@ class EmbeddingCache:
         self.key = dict(key)
         self.storage_dtype = storage_dtype
         self.folder = Path(root) / key_digest({**self.key, "storage": storage_dtype})
-        self.in_use = InUse(self.folder).acquire()  # creates the folder; prune keeps off
         self.hits = 0
         self.misses = 0
         self.unstored = 0
         """Rows a failed write could not store (see :meth:`put_digests`)."""
+        self.in_use = InUse(self.folder).acquire()  # creates the folder; prune keeps off
+        try:
+            self._record_use()
+            self.shards = self._load_shards()
+        except BaseException:  # Ctrl-C while the key is recorded: no lone lock is left
+            self.close()
+            raise
+
+    def _record_use(self) -> None:
+        """Write ``key.json`` (a new key) or touch it: its mtime is the key's last use."""
         key_file = self.folder / KEY_FILE
         try:
             if not key_file.exists():
-                _atomic_write(key_file, json.dumps({**self.key, "storage": storage_dtype},
+                _atomic_write(key_file, json.dumps({**self.key, "storage": self.storage_dtype},
                                                    indent=2, sort_keys=True, default=str))
             else:
-                os.utime(key_file)  # its mtime is the key's last use (for `tapt cache prune`)
+                os.utime(key_file)  # for `tapt cache prune`
         except OSError as err:
             logger.warning("embedding cache %s: cannot record its use (%s); it is read as "
                            "it is", self.folder, err.strerror or err)
-        self.shards = self._load_shards()
 
     def close(self) -> None:
-        """Release the folder's lock (``tapt cache prune`` may delete it again)."""
-        self.in_use.release()
+        """Release the folder's lock (``tapt cache prune`` may delete it again); a folder
+        that holds no shard (nothing was cached) is removed, unless another process uses
+        it."""
+        self.in_use.release(remove_unless=holds_shards)
 
     def __enter__(self) -> EmbeddingCache:  # noqa: PYI034
         return self
@@ -197,9 +212,9 @@ class EmbeddingCache:
         self.close()
 
     def __del__(self) -> None:
-        in_use = getattr(self, "in_use", None)
-        if in_use is not None:
-            in_use.release()
+        if getattr(self, "in_use", None) is not None:
+            with contextlib.suppress(Exception):  # at interpreter exit modules may be gone
+                self.close()
 
     def _load_shards(self) -> list[_Shard]:
         shards = []
@@ -420,6 +435,11 @@ def _atomic_write(path: Path, text: str) -> None:
     os.replace(partial, path)
 
 
+def holds_shards(folder: Path) -> bool:
+    """Whether ``folder`` holds a stored shard (a manifest, written last)."""
+    return any(folder.glob("shard-*.json"))
+
+
 def recorded_key(folder: Path) -> dict | None:
     """The key ``folder/key.json`` records, if it is a JSON object whose digest is the
     folder's name (what :class:`EmbeddingCache` writes); else None. Only such a folder is
@@ -469,11 +489,38 @@ def list_entries(root: str | os.PathLike) -> list[CacheEntry]:
     return sorted(entries, key=lambda e: -e.last_used)
 
 
+UNSTARTED = frozenset({IN_USE_LOCK, f"{KEY_FILE}.partial"})
+"""All a key folder holds when its process stopped before recording the key."""
+
+
+def remove_leftovers(root: str | os.PathLike) -> list[Path]:
+    """Remove what no listing shows and no prune would reach: folders an earlier prune
+    renamed aside and did not finish deleting (:func:`remove_abandoned_deletions`), and key
+    folders whose process was killed before it recorded the key (nothing but
+    :data:`UNSTARTED`), unless a process uses them. Returns what was removed."""
+    removed = remove_abandoned_deletions(root)
+    root = Path(root)
+    for folder in sorted(root.iterdir()) if root.is_dir() else ():
+        if folder.name.startswith(".") or not folder.is_dir() or folder.is_symlink():
+            continue
+        try:
+            names = set(os.listdir(folder))
+        except OSError:
+            continue
+        if names and names <= UNSTARTED and remove_unused(
+                folder, folder / IN_USE_LOCK,
+                unless=lambda f: not set(os.listdir(f)) <= UNSTARTED):
+            logger.info("removed %s, a key folder whose process stopped before recording "
+                        "its key", folder)
+            removed.append(folder)
+    return removed
+
+
 def prune(root: str | os.PathLike, *, older_than_days: float | None = None,
           keep_bytes: int | None = None) -> list[CacheEntry]:
     """Delete model keys unused for ``older_than_days``, then the least recently used until
-    the cache holds at most ``keep_bytes``; returns what was deleted. Folders an earlier
-    prune renamed aside and did not finish deleting go too."""
-    remove_abandoned_deletions(root)
+    the cache holds at most ``keep_bytes``; returns what was deleted. What no listing shows
+    goes too (:func:`remove_leftovers`)."""
+    remove_leftovers(root)
     return prune_entries(list_entries(root), older_than_days=older_than_days,
                          keep_bytes=keep_bytes)

@@ -10,7 +10,10 @@ the key meanwhile makes a fresh folder instead of writing into one being removed
 kernel drops a lock when its process dies, so a killed run blocks nothing. An Arrow corpus
 needs no lock: it is written under another name and renamed whole, and a process that maps
 it keeps its pages after a delete. A folder renamed aside by a prune that was killed before
-it finished is removed by the next prune (:func:`remove_abandoned_deletions`).
+it finished is removed by the next prune (:func:`remove_abandoned_deletions`). A process
+that cached nothing in a key folder (an encode interrupted before its first shard) removes
+the folder as it lets go of it (:meth:`InUse.release`), unless another process uses it: no
+empty key and no lone ``in-use.lock`` is left behind to be listed.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import logging
 import os
 import shutil
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -74,10 +77,16 @@ class InUse:
                        self.folder)
         return self
 
-    def release(self) -> None:
-        if self.fd is not None:
-            os.close(self.fd)
-            self.fd = None
+    def release(self, *, remove_unless: Callable[[Path], bool] | None = None) -> None:
+        """Let go of the lock. ``remove_unless``: then remove the folder unless it says
+        the folder holds something to keep (asked under the exclusive lock), when no other
+        process uses it (:func:`remove_unused`); only a folder this process had locked."""
+        if self.fd is None:
+            return
+        os.close(self.fd)
+        self.fd = None
+        if remove_unless is not None:
+            remove_unused(self.folder, self.path, unless=remove_unless)
 
     def __enter__(self) -> InUse:  # noqa: PYI034
         return self.acquire()
@@ -114,22 +123,7 @@ class CacheEntry:
         if self.lock is None or not self.path.is_dir():
             self._remove(self.path)
             return True
-        try:
-            fd = os.open(self.lock, os.O_RDWR | os.O_CREAT, 0o644)
-        except FileNotFoundError:
-            return True  # deleted meanwhile
-        try:
-            if not try_lock(fd):
-                return False
-            aside = self.path.with_name(f".{self.path.name}{DELETING}{os.getpid()}")
-            try:
-                self.path.rename(aside)
-            except OSError:
-                aside = self.path
-            self._remove(aside)
-            return True
-        finally:
-            os.close(fd)
+        return remove_unused(self.path, self.lock, remove=self._remove)
 
     def _remove(self, path: Path) -> None:
         if path.is_dir():
@@ -142,8 +136,43 @@ class CacheEntry:
 
 
 DELETING = ".deleting-"
-"""What a folder being deleted is renamed to: ``.NAME.deleting-PID`` (PID: the pruning
+"""What a folder being deleted is renamed to: ``.NAME.deleting-PID`` (PID: the deleting
 process)."""
+
+
+def _remove_tree(path: Path) -> None:
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def remove_unused(folder: Path, lock: Path, *, remove: Callable[[Path], None] = _remove_tree,
+                  unless: Callable[[Path], bool] | None = None) -> bool:
+    """Delete ``folder`` while holding its ``lock`` file exclusively, taken without
+    waiting: renamed aside (``.NAME.deleting-PID``) first, so that a process opening it
+    meanwhile makes a fresh folder, then ``remove``d. Returns False, nothing deleted, while
+    another process holds the lock, when the lock file was replaced meanwhile (another
+    process deleted the folder), when it cannot be opened (a read-only cache) or when
+    ``unless(folder)`` (asked under the lock) says keep it; True when deleted or already
+    gone."""
+    try:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+    except FileNotFoundError:
+        return True  # deleted meanwhile
+    except OSError:
+        return False
+    try:
+        if not try_lock(fd) or not holds_path(fd, lock):
+            return False
+        if unless is not None and unless(folder):
+            return False
+        aside = folder.with_name(f".{folder.name}{DELETING}{os.getpid()}")
+        try:
+            folder.rename(aside)
+        except OSError:
+            aside = folder
+        remove(aside)
+        return True
+    finally:
+        os.close(fd)
 
 
 def _running(pid: int) -> bool:
@@ -200,4 +229,4 @@ def prune_entries(entries: Iterable[CacheEntry], *, older_than_days: float | Non
 
 
 __all__ = ["DELETING", "IN_USE_LOCK", "CacheEntry", "InUse", "prune_entries",
-           "remove_abandoned_deletions"]
+           "remove_abandoned_deletions", "remove_unused"]
