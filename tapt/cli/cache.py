@@ -107,14 +107,19 @@ def _summary(verb: str, models, corpora, scratch) -> str:
 
 def cmd_cache(args: argparse.Namespace) -> int:
     from tapt.data.arrow_corpus import list_corpus_files
-    from tapt.retrieval.embedding_cache import list_entries, remove_leftovers
+    from tapt.retrieval.embedding_cache import UNSTARTED, list_entries
     from tapt.run_folder.scratch import list_scratch, remove_stale, scratch_root
-    from tapt.util.cache_entries import prune_entries
+    from tapt.util.cache_entries import (
+        prune_entries,
+        remove_abandoned_deletions,
+        remove_unstarted,
+    )
 
     root, folder = _root(args), _corpus_folder(args)
     if args.cache_command == "prune" and (args.older_than_days is not None
                                           or args.max_gb is not None):
-        remove_leftovers(root)  # what no table lists: a killed prune's, a killed start's
+        remove_abandoned_deletions(root)  # what no table lists: a killed prune's and
+        remove_unstarted(root, UNSTARTED)  # a process's killed before it recorded its key
     models, corpora = list_entries(root), list_corpus_files(folder)
     scratch = list_scratch()
     if args.cache_command == "ls":

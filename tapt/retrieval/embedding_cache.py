@@ -24,9 +24,8 @@ Failures and concurrency: a cache that cannot be written (read-only, disk full, 
 deleted) warns and the work goes on uncached; a process holds its model key's
 :class:`~tapt.util.cache_entries.InUse` lock while it uses it, so ``tapt cache prune`` never
 deletes a folder whose shards are being written or read. A key folder that holds no shard
-when its process lets go of it (an encode interrupted before its first shard was stored, a
-Ctrl-C while the key was being recorded) is removed then, unless another process uses it:
-``tapt cache ls`` never lists an empty key an interrupted run left.
+when its process lets go of it (a Ctrl-C before the first shard was stored) is removed then,
+unless another process uses it: ``tapt cache ls`` lists no empty key an interrupt left.
 
 sentence-transformers has no embedding cache and the API encoders' SQLite cache
 (``tapt.encoders.api.cache``) holds one row per request text, which would not memory-map a
@@ -65,7 +64,7 @@ from tapt.util.cache_entries import (
     InUse,
     prune_entries,
     remove_abandoned_deletions,
-    remove_unused,
+    remove_unstarted,
 )
 from tapt.util.digests import file_record, mismatch
 from tapt.util.finite import nonfinite_rows
@@ -201,9 +200,8 @@ class EmbeddingCache:
 
     def close(self) -> None:
         """Release the folder's lock (``tapt cache prune`` may delete it again); a folder
-        that holds no shard (nothing was cached) is removed, unless another process uses
-        it."""
-        self.in_use.release(remove_unless=holds_shards)
+        that holds no shard (manifest) is removed, unless another process uses it."""
+        self.in_use.release(remove_unless=lambda folder: any(folder.glob("shard-*.json")))
 
     def __enter__(self) -> EmbeddingCache:  # noqa: PYI034
         return self
@@ -435,11 +433,6 @@ def _atomic_write(path: Path, text: str) -> None:
     os.replace(partial, path)
 
 
-def holds_shards(folder: Path) -> bool:
-    """Whether ``folder`` holds a stored shard (a manifest, written last)."""
-    return any(folder.glob("shard-*.json"))
-
-
 def recorded_key(folder: Path) -> dict | None:
     """The key ``folder/key.json`` records, if it is a JSON object whose digest is the
     folder's name (what :class:`EmbeddingCache` writes); else None. Only such a folder is
@@ -490,37 +483,16 @@ def list_entries(root: str | os.PathLike) -> list[CacheEntry]:
 
 
 UNSTARTED = frozenset({IN_USE_LOCK, f"{KEY_FILE}.partial"})
-"""All a key folder holds when its process stopped before recording the key."""
-
-
-def remove_leftovers(root: str | os.PathLike) -> list[Path]:
-    """Remove what no listing shows and no prune would reach: folders an earlier prune
-    renamed aside and did not finish deleting (:func:`remove_abandoned_deletions`), and key
-    folders whose process was killed before it recorded the key (nothing but
-    :data:`UNSTARTED`), unless a process uses them. Returns what was removed."""
-    removed = remove_abandoned_deletions(root)
-    root = Path(root)
-    for folder in sorted(root.iterdir()) if root.is_dir() else ():
-        if folder.name.startswith(".") or not folder.is_dir() or folder.is_symlink():
-            continue
-        try:
-            names = set(os.listdir(folder))
-        except OSError:
-            continue
-        if names and names <= UNSTARTED and remove_unused(
-                folder, folder / IN_USE_LOCK,
-                unless=lambda f: not set(os.listdir(f)) <= UNSTARTED):
-            logger.info("removed %s, a key folder whose process stopped before recording "
-                        "its key", folder)
-            removed.append(folder)
-    return removed
+"""All a key folder holds when its process stopped before recording the key: removed by
+``prune`` (:func:`~tapt.util.cache_entries.remove_unstarted`), as no listing shows it."""
 
 
 def prune(root: str | os.PathLike, *, older_than_days: float | None = None,
           keep_bytes: int | None = None) -> list[CacheEntry]:
     """Delete model keys unused for ``older_than_days``, then the least recently used until
     the cache holds at most ``keep_bytes``; returns what was deleted. What no listing shows
-    goes too (:func:`remove_leftovers`)."""
-    remove_leftovers(root)
+    goes too: a killed prune's folders, and those holding only :data:`UNSTARTED`."""
+    remove_abandoned_deletions(root)
+    remove_unstarted(root, UNSTARTED)
     return prune_entries(list_entries(root), older_than_days=older_than_days,
                          keep_bytes=keep_bytes)

@@ -202,6 +202,33 @@ def remove_abandoned_deletions(root: str | os.PathLike) -> list[Path]:
     return removed
 
 
+def remove_unstarted(root: str | os.PathLike, leftovers: frozenset[str]) -> list[Path]:
+    """Remove the folders under ``root`` that hold nothing but some of ``leftovers`` (what
+    a process killed before it recorded its key leaves: its lock file, a partial record),
+    which no listing shows, unless a process uses them (:func:`remove_unused`); returns
+    what was removed."""
+    root = Path(root)
+    removed = []
+
+    def unstarted(folder: Path) -> bool:
+        try:
+            names = set(os.listdir(folder))
+        except OSError:
+            return False
+        return bool(names) and names <= leftovers
+
+    for folder in sorted(root.iterdir()) if root.is_dir() else ():
+        if folder.name.startswith(".") or folder.is_symlink() or not folder.is_dir() or \
+                not unstarted(folder):
+            continue
+        if remove_unused(folder, folder / IN_USE_LOCK,
+                         unless=lambda path: not unstarted(path)):
+            logger.info("removed %s, left by a process stopped before it recorded its key",
+                        folder)
+            removed.append(folder)
+    return removed
+
+
 def prune_entries(entries: Iterable[CacheEntry], *, older_than_days: float | None = None,
                   keep_bytes: int | None = None) -> list[CacheEntry]:
     """Delete the entries unused for ``older_than_days``, then the least recently used
@@ -229,4 +256,4 @@ def prune_entries(entries: Iterable[CacheEntry], *, older_than_days: float | Non
 
 
 __all__ = ["DELETING", "IN_USE_LOCK", "CacheEntry", "InUse", "prune_entries",
-           "remove_abandoned_deletions", "remove_unused"]
+           "remove_abandoned_deletions", "remove_unstarted", "remove_unused"]
