@@ -3,8 +3,8 @@
 A user who does not fine-tune deploys the base model fused with BM25 (reciprocal rank
 fusion, ``tapt eval --hybrid bm25``); a fine-tuned model is worth training only if it
 beats that, alone or fused. Each measured model (the zero-shot base model too) is
-evaluated once more on the test split with ``--hybrid bm25 --tune-on dev``: RRF's k picked
-on the recipe's dev set (the same carve, ``--dev-from-train``, as training held out), the
+evaluated once more on the test split with ``--hybrid bm25 --fusion auto --tune-on dev``:
+the fusion (RRF or linear) and its k or alpha picked on the recipe's dev set (the same carve, ``--dev-from-train``, as training held out), the
 file ``hybrid-test-float32.json`` beside the arm's ``test-float32.json`` (kept in
 ``--summary`` as well). The table pairs every arm, dense and fused, with the untrained
 hybrid on the test queries: per-query values averaged over the seeds, a randomization test
@@ -26,13 +26,14 @@ UNTRAINED = "zero-shot + BM25"
 
 
 def fused_eval_args(recipe) -> list[str]:
-    """``tapt eval`` options that fuse with BM25 and tune RRF's k on the recipe's dev set:
-    the carve it trains with when it carves one, else the data's own dev split."""
+    """``tapt eval`` options that fuse with BM25, the fusion (RRF or linear) and its k or
+    alpha picked on the recipe's dev set (``--fusion auto``): the carve it trains with when
+    it carves one, else the data's own dev split."""
     data = recipe.data
     carve = [] if data.dev_from_train is None else [
         "--dev-from-train", str(data.dev_from_train), "--dev-seed", str(data.dev_seed),
         "--dev-carve", data.dev_carve]
-    return ["--hybrid", "bm25", "--tune-on", data.dev_split, *carve]
+    return ["--hybrid", "bm25", "--fusion", "auto", "--tune-on", data.dev_split, *carve]
 
 
 def measure_fused(folder: Path, model: Path | str, evaluate: Callable[[Path], None],
@@ -53,6 +54,15 @@ def measure_fused(folder: Path, model: Path | str, evaluate: Callable[[Path], No
         kept.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(output, kept)
     return output
+
+
+def fusion_label(tuning: dict) -> str:
+    """``rrf k 10`` / ``linear alpha 0.5`` from a result's ``evaluated.tuning`` (files made
+    before tapt recorded the fusion: RRF)."""
+    if "picked" not in tuning:
+        return ""
+    fusion = tuning.get("fusion", "rrf")
+    return f"{fusion} {'k' if fusion == 'rrf' else 'alpha'} {tuning['picked']:g}"
 
 
 def per_query_mean(paths: list[Path], metric: str) -> dict[str, float]:
@@ -88,9 +98,9 @@ def fused_table(dense: dict[str, list[Path]], fused: dict[str, list[Path]],
     tests = against_baseline(values, UNTRAINED, sources=sources,
                              corpus="test queries (against the untrained hybrid)")
     base = read_result(untrained)
-    picked = base["evaluated"].get("tuning", {}).get("picked")
+    picked = fusion_label(base["evaluated"].get("tuning", {}))
     lines = [(f"| system | seeds | test {metric} | Δ vs {UNTRAINED} [95% CI] | p (Holm) | "
-              "detectable Δ (80% power) | RRF k (tuned on dev) |"),
+              "detectable Δ (80% power) | fusion (tuned on dev) |"),
              "|---|---:|---:|---:|---:|---:|---:|",
              f"| {UNTRAINED} (no training) | | {base[metric]:.4f} | | | | {picked} |"]
     for name, versus in tests.items():
@@ -100,7 +110,7 @@ def fused_table(dense: dict[str, list[Path]], fused: dict[str, list[Path]],
         figures = [file[metric] for file in files]
         shown = f"{figures[0]:.4f}" if len(figures) == 1 else \
             f"{statistics.mean(figures):.4f} ± {statistics.stdev(figures):.4f}"
-        ks = sorted({str(file["evaluated"].get("tuning", {}).get("picked", ""))
+        ks = sorted({fusion_label(file["evaluated"].get("tuning", {}))
                      for file in files}) if name.endswith(" + BM25") else [""]
         t = versus.test
         lines.append(f"| {name} | {len(paths)} | {shown} | {t.delta:+.4f} "

@@ -50,6 +50,9 @@ def check_view_args(args: argparse.Namespace) -> None:
     hybrid = getattr(args, "hybrid", None)
     if tune_on is not None and not hybrid:
         raise ValueError("--tune-on tunes the fusion of --hybrid bm25; add --hybrid bm25")
+    if tune_on is None and hybrid and getattr(args, "fusion", None) == "auto":
+        raise ValueError("--fusion auto picks RRF or linear fusion on a tuning split: add "
+                         "--tune-on SPLIT (e.g. dev)")
     if tune_on is not None and tune_on == args.split:
         raise ValueError(f"--tune-on {tune_on}: tune on another split than --split "
                          f"{args.split} (tuning on the evaluated queries overstates them)")
@@ -109,7 +112,8 @@ def show_views(args: argparse.Namespace, report, widths, labels) -> None:
 
     if "tuning" in report.info:
         tuning = report.info["tuning"]
-        terminal.console.print(f"fusion tuned on {tuning['tuned_on']}: {tuning['setting']} "
+        terminal.console.print(f"fusion tuned on {tuning['tuned_on']}: "
+                               f"{tuning.get('fusion', '')} {tuning['setting']} "
                                f"{tuning['picked']:g} ({tuning['metric']} "
                                f"{max(tuning['scores']):.4f} on {tuning['tuning_queries']} "
                                "queries)", highlight=False)

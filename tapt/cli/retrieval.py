@@ -58,9 +58,10 @@ def add_parsers(commands) -> None:
     hybrid = evaluate.add_argument_group("hybrid retrieval")
     hybrid.add_argument("--hybrid", choices=("bm25",), default=None,
                         help="fuse the dense ranking with BM25's (bm25s, k1 1.5, b 0.75)")
-    hybrid.add_argument("--fusion", choices=("rrf", "linear"), default="rrf",
+    hybrid.add_argument("--fusion", choices=("rrf", "linear", "auto"), default="rrf",
                         help="reciprocal rank fusion (default) or a weighted sum of min-max "
-                             "normalised scores")
+                             "normalised scores; auto (with --tune-on): whichever of the two, "
+                             "with its k or alpha, scores best on the tuning split")
     hybrid.add_argument("--rrf-k", type=rrf_k, default=60.0,
                         help="RRF constant: score = sum 1/(k + rank) (default 60)")
     hybrid.add_argument("--alpha", type=fraction, default=0.5,

@@ -5,7 +5,8 @@ model and lowered its fine-tuned version on the same test set), so the RRF ``k``
 linear ``alpha`` is picked on the tuning split and only then applied to the evaluated one:
 
 - grid: RRF ``k`` in :data:`RRF_GRID`, linear ``alpha`` in :data:`ALPHA_GRID`, plus the
-  retriever's own value (the default) when it is not in the grid;
+  retriever's own value (the default) when it is not in the grid; fusion ``auto``: both
+  grids, so the fusion itself (RRF or linear) is picked too, with its setting;
 - pick: the best tuning-split :data:`TUNING_METRIC`; a tie goes to the default, else to
   the first value of the grid in order;
 - cost: the two systems retrieve once per corpus; each grid point only re-fuses their
@@ -25,7 +26,7 @@ from collections.abc import Sequence
 from tapt.data.arrow_corpus import corpus_texts
 from tapt.data.beir import BeirDataset
 from tapt.retrieval.evaluate import EvalReport, check_split, score_retrieval, split_queries
-from tapt.retrieval.hybrid import HybridRetriever
+from tapt.retrieval.hybrid import TUNED, HybridRetriever
 from tapt.retrieval.metrics import score_run
 
 RRF_GRID = (1.0, 10.0, 30.0, 60.0, 100.0)
@@ -35,15 +36,27 @@ TIE_TOLERANCE = 1e-12
 
 
 def fusion_grid(hybrid: HybridRetriever) -> tuple[str, float, list[float]]:
-    """``(setting name, default value, grid)`` of the retriever's fusion."""
+    """``(setting name, default value, grid)`` of the retriever's fusion (rrf or linear)."""
     name, default, grid = (("rrf_k", hybrid.rrf_k, RRF_GRID) if hybrid.fusion == "rrf"
                            else ("alpha", hybrid.alpha, ALPHA_GRID))
     return name, float(default), sorted({*grid, float(default)})
 
 
-def pick(scores: Sequence[tuple[float, float]], default: float) -> float:
-    """The value of the best score among ``(value, score)`` pairs; ties: ``default`` when
-    it is among the best, else the first best in order."""
+def fusion_points(hybrid: HybridRetriever) -> tuple[list[tuple[str, float]], tuple[str, float]]:
+    """``(points, default)``: the (fusion, value) pairs tried and the default pair; fusion
+    ``auto`` tries RRF's grid, then linear's (default: RRF at the retriever's k)."""
+    fusions = ("rrf", "linear") if hybrid.fusion == TUNED else (hybrid.fusion,)
+    points = [(fusion, value) for fusion in fusions
+              for value in fusion_grid(hybrid.with_fusion(fusion, hybrid.rrf_k if
+                                                          fusion == "rrf" else hybrid.alpha))[2]]
+    default = fusions[0], float(hybrid.rrf_k if fusions[0] == "rrf" else hybrid.alpha)
+    return points, default
+
+
+def pick(scores: Sequence[tuple], default):
+    """The value of the best score among ``(value, score)`` pairs (a value: a number, or a
+    (fusion, number) pair); ties: ``default`` when it is among the best, else the first
+    best in order."""
     best = max(score for _, score in scores)
     tied = [value for value, score in scores if score >= best - TIE_TOLERANCE]
     return default if default in tied else tied[0]
@@ -89,25 +102,28 @@ def tune_and_evaluate(hybrid: HybridRetriever, dataset: BeirDataset, split: str,
             corpus_ids, _texts(dataset, corpus_ids, with_title), test_ids, test_texts)
     if sparse is None or tune_parts[1] is None:  # a DDP rank other than 0
         return None, hybrid
-    setting, default, grid = fusion_grid(hybrid)
+    points, default = fusion_points(hybrid)
     qrels = dataset.split(tune_split)
     scores = []
-    for value in grid:
-        fused = hybrid.with_setting(value).fuse_parts(tune_parts[0].run, tune_parts[1].run,
-                                                      tune_ids, {})
+    for fusion, value in points:
+        fused = hybrid.with_fusion(fusion, value).fuse_parts(tune_parts[0].run,
+                                                             tune_parts[1].run, tune_ids, {})
         scored = score_run(qrels, fused.run, relevant_from=dataset.rule.relevant_from)
-        scores.append((value, scored.mean[TUNING_METRIC]))
-    picked = pick(scores, default)
-    tuned = hybrid.with_setting(picked)
+        scores.append(((fusion, value), scored.mean[TUNING_METRIC]))
+    fusion, picked = pick(scores, default)
+    tuned = hybrid.with_fusion(fusion, picked)
     retrieval = tuned.fuse_parts(dense.run, sparse.run, test_ids, timings)
-    tuning = {"tuned_on": tune_split, "setting": setting, "metric": TUNING_METRIC,
-              "grid": grid, "scores": [score for _, score in scores], "default": default,
-              "picked": picked, "tuning_queries": len(tune_ids),
+    tuning = {"tuned_on": tune_split, "setting": "rrf_k" if fusion == "rrf" else "alpha",
+              "metric": TUNING_METRIC, "grid": [value for _, value in points],
+              "scores": [score for _, score in scores], "default": default[1],
+              "picked": picked, "fusion": fusion, "tuning_queries": len(tune_ids),
               "tuning_corpus_size": len(tune_corpus_ids)}
+    if hybrid.fusion == TUNED:  # which fusion each grid point was
+        tuning["fusions"] = [name for name, _ in points]
     report = score_retrieval(retrieval, tuned, dataset, split, corpus_ids=corpus_ids,
                              with_title=with_title, info={**(info or {}), "tuning": tuning})
     return report, tuned
 
 
-__all__ = ["ALPHA_GRID", "RRF_GRID", "TUNING_METRIC", "fusion_grid", "pick",
+__all__ = ["ALPHA_GRID", "RRF_GRID", "TUNING_METRIC", "fusion_grid", "fusion_points", "pick",
            "tune_and_evaluate"]

@@ -37,6 +37,9 @@ from tapt.retrieval.metrics import Run, trec_ranking
 from tapt.util.bounds import FRACTION, POSITIVE_INT, RRF_K, TOP_K
 
 FUSIONS = ("rrf", "linear")
+TUNED = "auto"
+"""A fusion left to tuning (:mod:`tapt.retrieval.fusion_tuning`): RRF or linear, whichever
+scores better on the tuning split."""
 MISSING = "a passage absent from one system's top-depth list gets no score from that system"
 
 
@@ -95,14 +98,15 @@ class HybridRetriever:
 
     def __init__(self, dense, sparse, *, fusion: str = "rrf", rrf_k: float = 60,
                  alpha: float = 0.5, top_k: int = 100) -> None:
-        if fusion not in FUSIONS:
-            raise ValueError(f"fusion must be one of {', '.join(FUSIONS)}, got {fusion!r}")
+        if fusion not in (*FUSIONS, TUNED):
+            raise ValueError(f"fusion must be one of {', '.join((*FUSIONS, TUNED))}, got "
+                             f"{fusion!r}")
         self.dense = dense
         self.sparse = sparse
         self.fusion = fusion
-        self.rrf_k = RRF_K.check(rrf_k, "rrf_k") if fusion == "rrf" else rrf_k
+        self.rrf_k = RRF_K.check(rrf_k, "rrf_k") if fusion in ("rrf", TUNED) else rrf_k
         self.alpha = FRACTION.check(alpha, "alpha (the dense weight)") \
-            if fusion == "linear" else alpha
+            if fusion in ("linear", TUNED) else alpha
         self.top_k = TOP_K.check(top_k, "top_k")
 
     @property
@@ -114,11 +118,21 @@ class HybridRetriever:
         return getattr(self.dense, "encoder", None)
 
     def fuse(self, dense: Run, sparse: Run) -> Run:
+        if self.fusion == TUNED:
+            raise ValueError("fusion auto is picked on a tuning split (tapt eval --tune-on "
+                             "SPLIT); to fuse without tuning, give --fusion rrf or linear")
         if self.fusion == "rrf":
             fused = reciprocal_rank_fusion([dense, sparse], self.rrf_k)
         else:
             fused = linear_fusion(dense, sparse, self.alpha)
         return cut(fused, self.top_k)
+
+    def with_fusion(self, fusion: str, value: float) -> HybridRetriever:
+        """A copy fusing by ``fusion`` (rrf or linear) with ``value`` as its RRF ``k`` or
+        its dense weight ``alpha``; the two systems are shared, not copied."""
+        setting = "rrf_k" if fusion == "rrf" else "alpha"
+        return HybridRetriever(self.dense, self.sparse, fusion=fusion, top_k=self.top_k,
+                               **{"rrf_k": self.rrf_k, "alpha": self.alpha, setting: value})
 
     def with_setting(self, value: float) -> HybridRetriever:
         """A copy fusing with ``value`` as its RRF ``k`` (rrf) or dense weight ``alpha``

@@ -159,6 +159,30 @@ def test_tuning_retrieves_once_and_applies_the_dev_pick(tiny_beir_path):
         tune_and_evaluate(hybrid, dataset, "test", "test")
 
 
+def test_auto_fusion_picks_the_fusion_that_wins_on_dev(tiny_beir_path):
+    """``auto`` tries RRF's grid and linear's: where only linear fusion with a low dense
+    weight puts BM25's anchor first on dev, linear wins, its alpha with it, and the test
+    split is fused so; without a tuning split auto cannot fuse."""
+    from tapt.data.sources import load_data
+
+    dataset = load_data(tiny_beir_path, splits=["dev", "test"])
+    ids = list(dataset.corpus)
+    # the dense list never holds the anchor and its first passage ties with BM25's anchor
+    # under RRF at every k (1 / (k + 1) each), winning the tie by its larger id
+    dense_run = {q: {f"z{i:02d}": 1.0 - i / 100 for i in range(20)} for q in dataset.queries}
+    sparse_run = {q: {f"t{int(q[1:]):02d}-anchor": 5.0} for q in dataset.queries}
+    hybrid = HybridRetriever(Fixed("dense", dense_run), Fixed("bm25", sparse_run),
+                             fusion="auto")
+    report, tuned = tune_and_evaluate(hybrid, dataset, "test", "dev")
+    tuning = report.info["tuning"]
+    assert tuning["fusions"] == ["rrf"] * len(RRF_GRID) + ["linear"] * 11
+    assert (tuning["fusion"], tuning["picked"]) == ("linear", 0.0)
+    assert (tuned.fusion, tuned.alpha) == ("linear", 0.0)
+    assert report.metrics["mrr@10"] == 1.0
+    with pytest.raises(ValueError, match="--tune-on"):
+        hybrid.retrieve(ids, ["text"] * len(ids), ["q09"], ["query"])
+
+
 def test_cli_tune_on_dev_equals_the_fixed_pick(tiny_bert_path, tiny_beir_path, tmp_path):
     common = ["--model", tiny_bert_path, "--data", tiny_beir_path, "--quiet",
               "--hybrid", "bm25"]
@@ -182,6 +206,8 @@ def test_cli_tune_on_needs_hybrid_and_another_split(tiny_bert_path, tiny_beir_pa
     assert "add --hybrid bm25" in capsys.readouterr().out
     assert run_main(["eval", *common, "--hybrid", "bm25", "--tune-on", "test"]) == 2
     assert "--tune-on test" in capsys.readouterr().out
+    assert run_main(["eval", *common, "--hybrid", "bm25", "--fusion", "auto"]) == 2
+    assert "--fusion auto" in capsys.readouterr().out
 
 
 def test_cli_tune_on_a_carved_dev_records_the_carve(tiny_bert_path, tiny_beir_path, tmp_path,
