@@ -16,6 +16,7 @@ from tapt.cli import (
     analysis,
     cache,
     cases,
+    combine,
     data,
     hub,
     pseudo,
@@ -31,7 +32,7 @@ from tapt.util.folder_replace import forget_published, published
 from tapt.util.process_group import close_process_group, end_launched_process
 
 logger = logging.getLogger("tapt")
-GROUPS = (data, retrieval, pseudo, serving, training, selection, hub, analysis, cases, cache)
+GROUPS = (data, retrieval, pseudo, serving, training, selection, combine, hub, analysis, cases, cache)
 """The command modules, in the order their commands are listed in ``tapt --help``."""
 
 COMMANDS = {name: handler for group in GROUPS for name, handler in group.COMMANDS.items()}

@@ -3,7 +3,9 @@ embedding (transformer, pooling, dense layers, normalisation) as one torch modul
 inputs are the tokenizer's tensors, so the exported graph needs no Python around it.
 
 Only text models of the usual shape are exported: a ``Transformer`` first, then
-``Pooling`` and any of ``Dense`` and ``Normalize``. Pooling is whatever sentence-
+``Pooling`` and any of ``Dense`` and ``Normalize``, and, last, a lexical branch
+(:mod:`tapt.encoders.lexical_branch`: a second encoder of the same token ids, appended; its
+own modules of the same kinds). Pooling is whatever sentence-
 transformers' ``Pooling`` computes (mean, CLS, last token under either padding side, max,
 ...), traced as is, except pooling that leaves out the prompt's tokens (it needs the
 prompt's length at run time, which the graph does not take).
@@ -15,6 +17,8 @@ import torch
 
 EXPORTABLE_MODULES = ("Transformer", "Pooling", "Dense", "Normalize")
 """The sentence-transformers module classes an export may hold, the first a Transformer."""
+BRANCH = "LexicalBranch"
+"""tapt's lexical branch, exportable as the last module when its own modules are."""
 GRAPH_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 """Tokenizer outputs the graph can take (in the tokenizer's own ``model_input_names``)."""
 OUTPUT_NAME = "sentence_embedding"
@@ -36,6 +40,11 @@ def check_exportable(model) -> None:
     if not names or names[0] != "Transformer":
         raise ExportError(f"only text models starting with a Transformer module are exported; "
                           f"this one's modules are {', '.join(names) or 'none'}")
+    if BRANCH in names[:-1]:
+        raise ExportError(f"a {BRANCH} must be the model's last module to be exported")
+    if names[-1] == BRANCH:
+        check_exportable(model[len(names) - 1].lexical)  # the second encoder, the same rules
+        names = names[:-1]
     other = [name for name in names[1:] if name not in EXPORTABLE_MODULES[1:]]
     if other:
         raise ExportError(f"module {other[0]} cannot be exported (an export holds "

@@ -375,5 +375,5 @@ def write_dapt_card(folder: Path, recipe, section: str) -> None:
                       with_section_first(text, title + section.strip("\n") + "\n"))
 
 
-EXPORT_STAGES = ("tapt", "dapt", "merge", "export")
+EXPORT_STAGES = ("tapt", "dapt", "merge", "combine", "export")
 """The ``stage`` every record tapt writes carries (:func:`write_preset_record`'s callers)."""
