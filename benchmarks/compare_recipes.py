@@ -110,6 +110,14 @@ class Arm:
     folder_name: str | None = None
     """``best``: its folder, named by the arms it joins (``best+lr-5e-5+mined-perc95``), so
     runs of another combination never share a folder."""
+    teacher_bm25: bool = False
+    """``loss.teacher_scores`` of ``tapt score --teacher bm25`` on the arm's rows (CLEAR's
+    lexical score gaps)."""
+    recipe: str | None = None
+    """Trained from this recipe (with ``--set``) instead of ``--recipe`` (``shipped``)."""
+    pseudo: str | None = None
+    """Arms on pseudo-queries: the :data:`PSEUDO` file (``tapt pseudo``) the arm trains on,
+    made once for all seeds, as ``data.pseudo_queries``."""
 
 
 ARMS: dict[str, Arm] = {
@@ -158,6 +166,25 @@ ARMS: dict[str, Arm] = {
                                     "loss.grade_targets={1: 1.0, 0: 0.0}",
                                     # a claim the 95 % filter left no negative has no row
                                     "data.missing_hard_negative=drop"]),
+    # adapting to the corpus (docs/levers.md, "Adapting to the corpus"): pseudo-queries
+    # from the corpus labelled by a teacher, a lexical model in the same vector, CLEAR
+    "lexical-bm25": Arm(pseudo="bm25-drop", overrides=[
+        "data.pseudo_mix=only", "data.pseudo_passages=all", "training.epochs=1",
+        "training.eval_steps=40"]),
+    "lexical-bm25-unseen": Arm(pseudo="bm25-drop", overrides=[
+        "data.pseudo_mix=only", "data.pseudo_passages=unseen", "training.epochs=1",
+        "training.eval_steps=40"]),
+    "spar": Arm("combine", from_arms=["base", "lexical-bm25"]),
+    "spar-unseen": Arm("combine", from_arms=["base", "lexical-bm25-unseen"]),
+    "pseudo-hybrid": Arm(pseudo="hybrid-drop", overrides=[
+        "data.pseudo_passages=all", "data.pseudo_max=1000", "training.eval_steps=20"]),
+    "pseudo-hybrid-unseen": Arm(pseudo="hybrid-drop", overrides=[
+        "data.pseudo_passages=unseen", "data.pseudo_max=1000", "training.eval_steps=20"]),
+    "pseudo-bm25": Arm(pseudo="bm25-drop", overrides=[
+        "data.pseudo_passages=all", "data.pseudo_max=1000", "training.eval_steps=20"]),
+    "clear": Arm(mined_by="bm25", teacher_bm25=True, overrides=[
+        "loss.name=clear", "data.missing_hard_negative=drop"]),
+    "shipped": Arm(recipe="recipes/scifact-best.yaml"),
     "best": Arm(),
     "soup-uniform-best": Arm("soup-uniform", from_arms=["best"]),
     "soup-greedy-best": Arm("soup-greedy", from_arms=["best"]),
@@ -165,9 +192,17 @@ ARMS: dict[str, Arm] = {
 ONE_MODEL = ("soup-uniform", "soup-greedy", "soup-uniform-best", "soup-greedy-best")
 """Arms that are one model for all seeds (made from every seed's runs)."""
 MINING = {"mined-perc95": ("0.05", "top", 0), "mined-round2": ("0.05", "top", 0),
-          "distill-fused": ("0.05", "top", 0),
+          "distill-fused": ("0.05", "top", 0), "clear": ("0.05", "top", 0),
           "mined-k3": ("0.05", "random", 3)}
 """Mined arms: (``--margin``, ``--sampling``, ``--skip-top``) of ``tapt mine``, K = 3."""
+PSEUDO = {"bm25-drop": ["--teacher", "bm25", "--source", "drop"],
+          "hybrid-drop": ["--teacher", "BASE", "--hybrid", "bm25", "--fusion", "linear",
+                          "--alpha", "0.5", "--source", "drop"]}
+"""``tapt pseudo`` files: SciFact's sentences (one per abstract, early ones favoured) ranked
+by BM25 or by the base model fused with BM25, the sentence's own abstract left out
+(``--source drop``: a sentence's abstract is its teacher's first rank and teaches nothing);
+the positive is the teacher's first rank, 3 negatives from ranks 30-50. ``BASE``: the base
+model (``--model``)."""
 
 
 def tapt(*args: str, timed: Path | None = None) -> None:
@@ -316,6 +351,8 @@ class Comparison:
             return self.sweep(arm, seed, started)
         if spec.kind == "wise":
             return self.wise(arm, seed, started)
+        if spec.kind == "combine":
+            return self.combine(arm, seed, started)
         return self.soup(arm, started)
 
     def train(self, arm: str, seed: int, started: float) -> dict:
@@ -324,7 +361,8 @@ class Comparison:
         results = folder / "results.json"
 
         def run_training() -> None:
-            self.tapt_train(folder, overrides, timed=timing_file(folder))
+            self.tapt_train(folder, overrides, timed=timing_file(folder),
+                            recipe=ARMS[arm].recipe)
             write_wall(folder, time.time() - started)  # mining included
 
         summary = trained_summary(results, run_training)
@@ -335,16 +373,40 @@ class Comparison:
         """A train arm's recipe overrides for ``seed`` (its mined negatives made first)."""
         mined = self.mined(arm, seed)
         return [*ARMS[arm].overrides, *mined, *self.teacher_scores(arm, mined),
-                f"training.seed={seed}"]
+                *self.pseudo_queries(arm), f"training.seed={seed}"]
+
+    def pseudo_queries(self, arm: str) -> list[str]:
+        """A pseudo-query arm's ``data.pseudo_queries``: its :data:`PSEUDO` file, made once."""
+        name = ARMS[arm].pseudo
+        if name is None:
+            return []
+        path = self.out / "pseudo" / f"{name}.jsonl"
+        if not path.is_file():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            recipe = recipe_for(self.args, [])
+            command = [self.args.model if part == "BASE" else part for part in PSEUDO[name]]
+            tapt("pseudo", "--data", str(self.args.data), *command, "--dtype", "float32",
+                 *max_length(recipe), "--output", str(path), "--quiet",
+                 timed=path.with_suffix(".time.txt"))
+        return [f"data.pseudo_queries={path}"]
 
     def teacher_scores(self, arm: str, mined: list[str]) -> list[str]:
         """A distillation arm's ``loss.teacher_scores``: the base model fused with BM25
         (``tapt score --fuse-bm25``) on its rows, mined negatives included; made once."""
         alpha = ARMS[arm].teacher_fused
-        if alpha is None:
+        if alpha is None and not ARMS[arm].teacher_bm25:
             return []
         mined_file = next(item.partition("=")[2] for item in mined
                           if item.startswith("data.mined_negatives="))
+        if ARMS[arm].teacher_bm25:
+            path = self.out / "teacher" / f"{arm}-bm25.jsonl"
+            if not path.is_file():
+                path.parent.mkdir(parents=True, exist_ok=True)
+                recipe = recipe_for(self.args, [])
+                tapt("score", "--data", str(self.args.data), "--teacher", "bm25", "--mined",
+                     mined_file, "--split", recipe.data.train_split, "--output", str(path),
+                     *as_recipe_reads(recipe), "--quiet")
+            return [f"loss.teacher_scores={path}"]
         path = self.out / "teacher" / f"{arm}-base-bm25-{alpha:g}.jsonl"
         if not path.is_file():
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -355,11 +417,11 @@ class Comparison:
                  *as_recipe_reads(recipe), "--quiet")
         return [f"loss.teacher_scores={path}"]
 
-    def tapt_train(self, output: Path, overrides: list[str], timed: Path | None = None
-                   ) -> None:
+    def tapt_train(self, output: Path, overrides: list[str], timed: Path | None = None,
+                   recipe: str | None = None) -> None:
         """``tapt train`` of the base recipe into ``output`` with ``overrides``; ``timed``
         lies beside the run folder (tapt train wants the folder new)."""
-        tapt("train", str(self.args.recipe), f"data.path={self.args.data}",
+        tapt("train", recipe or str(self.args.recipe), f"data.path={self.args.data}",
              f"output_dir={output}", "eval.zero_shot=false", *self.args.set, *overrides,
              timed=timed)
 
@@ -368,12 +430,12 @@ class Comparison:
         if teacher is None:
             return []
         margin, sampling, skip = MINING[arm]
-        model = self.args.model if teacher == "base" else str(
-            self.folder(teacher, seed) / "final")
-        if teacher != "base":
+        model = self.args.model if teacher == "base" else teacher if teacher == "bm25" \
+            else str(self.folder(teacher, seed) / "final")
+        if teacher not in ("base", "bm25"):
             self.trained(teacher, seed)
         named = ARMS[arm].mined_as or arm  # best reuses its mined arm's file
-        path = self.out / "mined" / (f"{named}-base.jsonl" if teacher == "base"
+        path = self.out / "mined" / (f"{named}-{teacher}.jsonl" if teacher in ("base", "bm25")
                                      else f"{named}-{teacher}-seed{seed}.jsonl")
         if not path.is_file():
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -500,6 +562,25 @@ class Comparison:
                   dev=self.dev_settings())
         picked = read_merge(output / "merge.json", "weights")
         return self.record(folder, output, started, weights=picked)
+
+    def combine(self, arm: str, seed: int, started: float) -> dict:
+        """SPAR: the dense arm (``base``: the base model) and the lexical arm's model in one
+        vector, the lexical weight picked on the lexical run's dev set (``tapt combine``)."""
+        dense_arm, lexical_arm = ARMS[arm].from_arms
+        self.trained(lexical_arm, seed)
+        dense = self.args.model
+        if dense_arm != "base":
+            self.trained(dense_arm, seed)
+            dense = str(self.folder(dense_arm, seed) / "final")
+        folder = self.folder(arm, seed)
+        output = folder / "combined"
+        if not output.is_dir():
+            folder.mkdir(parents=True, exist_ok=True)
+            tapt("combine", dense, str(self.folder(lexical_arm, seed) / "final"),
+                 "--pick-on-dev", str(self.folder(lexical_arm, seed)), "--output", str(output),
+                 "--quiet")
+        picked = read_merge(output / "combine.json", "pick_on_dev.points")
+        return self.record(folder, output, started, lexical_weights=picked)
 
     def soup(self, arm: str, started: float) -> dict:
         from tapt.selection.soup import soup
@@ -968,7 +1049,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="result files drawn as lines on --plot (e.g. BM25's tapt bm25 "
                              "--output)")
     parser.add_argument("--no-fused", action="store_true",
-                        help=f"do not fuse every model with BM25 ({FUSED_FILE}: RRF tuned on "
+                        help=f"do not fuse every model with BM25 ({FUSED_FILE}: RRF or linear, tuned on "
                              "the recipe's dev set) nor tabulate it against the untrained "
                              "hybrid")
     args = parser.parse_args(argv)
@@ -984,9 +1065,10 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_fused:
         dense, fused, untrained = fused_files(comparison, results, measure=not args.table_only)
         if fused_markdown := fused_table(dense, fused, untrained, args.metric):
-            markdown += ("\n\nDense and fused with BM25 (reciprocal rank fusion, k tuned on "
-                         "the recipe's dev set), each against the untrained hybrid on the "
-                         "test queries:\n\n" + fused_markdown)
+            markdown += ("\n\nDense and fused with BM25 (RRF or linear fusion, whichever "
+                         "scores better on the recipe's dev set, with its k or alpha), each "
+                         "against the untrained hybrid on the test queries:\n\n"
+                         + fused_markdown)
     print(markdown)
     (args.out / "comparison.md").write_text(markdown, encoding="utf-8")
     (args.out / "comparison.json").write_text(json.dumps(data, indent=2, default=str) + "\n")
