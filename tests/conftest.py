@@ -33,6 +33,10 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # No local-model embedding cache unless a test asks for one with --cache-dir (tests must not
 # reuse each other's passages, nor write to ~/.cache).
 os.environ.setdefault("TAPT_EMBEDDING_CACHE", "0")
+# dtype and training.bf16 "auto" choose float32 on every CPU the tests run on, as on one
+# without native bf16, so that results do not depend on the machine (subprocesses too);
+# tests of the choice set TAPT_CPU_BF16 or patch the CPU's features themselves.
+os.environ.setdefault("TAPT_CPU_BF16", "0")
 
 import pytest
 import yaml

@@ -345,8 +345,9 @@ def add_encoding_args(parser: argparse.ArgumentParser, *, one_vector: bool = Fal
                         help="padded tokens per encoding batch (default: batch size x "
                              "maximum sequence length)")
     parser.add_argument("--dtype", choices=DTYPE_NAMES, default="auto",
-                        help="load and encode in this precision; auto: bfloat16 on a CUDA "
-                             "GPU that supports it, float32 elsewhere")
+                        help="load and encode in this precision; auto: bfloat16 where the "
+                             "device runs it natively (a CUDA GPU with bf16, a CPU with AMX "
+                             "or AVX512-BF16), float32 elsewhere")
     parser.add_argument("--trust-remote-code", action="store_true",
                         help="allow the model's own code from the Hub (off by default)")
     parser.add_argument("--device", default=None,

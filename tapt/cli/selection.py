@@ -100,7 +100,9 @@ def _add_merge_parser(commands) -> None:
                       help="padded tokens per encoding batch (default: batch size x maximum "
                            "sequence length)")
     pick.add_argument("--dtype", choices=DTYPE_NAMES, default="auto",
-                      help="encoding precision (auto: bfloat16 on a CUDA GPU, else float32)")
+                      help="encoding precision (auto: bfloat16 where the device runs it "
+                           "natively: a CUDA GPU with bf16, a CPU with AMX or "
+                           "AVX512-BF16; else float32)")
     pick.add_argument("--device", default=None,
                       help="torch device such as cuda:1 or cpu (default: a GPU when there is one)")
     add_quiet_arg(pick)

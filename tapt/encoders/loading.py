@@ -82,8 +82,9 @@ class ModelSpec:
     revision: str | None = None
     device: str | None = None
     dtype: str = "float32"
-    """Weights' dtype: float32 (training), bfloat16, float16, or auto (bf16 on a CUDA GPU
-    that supports it, else float32). The torch backend's only: an ONNX or OpenVINO graph
+    """Weights' dtype: float32 (training), bfloat16, float16, or auto (bf16 where the device
+    computes it natively, :func:`tapt.encoders.precision.native_bf16`; else float32). The
+    torch backend's only: an ONNX or OpenVINO graph
     keeps the precision it was exported in."""
     backend: str = "torch"
     """``torch``, ``onnx`` or ``openvino`` (:mod:`tapt.encoders.backends`)."""

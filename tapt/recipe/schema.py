@@ -321,8 +321,10 @@ class TrainingSettings(Section):
     """Rows per batch on each device (MNRL's in-batch negatives)."""
     gradient_accumulation_steps: Annotated[int, bounds.ACCUMULATION] = 1
     """Batches whose gradients are summed before each update."""
-    bf16: bool = True
-    """bfloat16 mixed precision (autocast; the master weights stay float32)."""
+    bf16: bool | Literal["auto"] = "auto"
+    """bfloat16 mixed precision (autocast; master weights stay float32); ``auto``: on where
+    the device computes bf16 natively (CUDA GPU with bf16, CPU with AMX or AVX512-BF16),
+    float32 elsewhere (emulated bf16 is slower); results.json records it (training_bf16)."""
     seed: Seed = 42
     """Seed of model initialisation, data order and sampling."""
     eval_steps: Annotated[int, bounds.STEPS] = 100
@@ -365,8 +367,9 @@ class EvalSettings(GuardSettings):
     zero_shot: bool = True
     """Evaluate once before the first step so the dev curve starts at zero-shot."""
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
-    """Encoding precision of dev/test evaluation: ``auto`` is bfloat16 on a CUDA GPU that
-    supports it, float32 elsewhere. Training's float32 master weights are not touched."""
+    """Encoding precision of dev/test evaluation: ``auto`` is bfloat16 where the device
+    computes it natively (as ``training.bf16: auto``), float32 elsewhere. Training's float32
+    master weights are not touched."""
     max_tokens_per_batch: Annotated[int, bounds.TOKENS_PER_BATCH] | None = None
     """Padded tokens per encoding batch (default: batch_size x max_seq_length)."""
     require_beats_zero_shot: bool = False
@@ -500,6 +503,6 @@ def check_weak_pairs(recipe: Recipe) -> None:
     if data.batch_by != "none":
         raise RecipeError(f"data.weak_pairs ({data.weak_pairs}) with data.batch_by "
                           f"({data.batch_by}): weak pairs have no group; use one of them")
-    if recipe.loss.name in ("margin_mse", "distill_kl"):
+    if recipe.loss.name in ("margin_mse", "distill_kl", "clear"):
         raise RecipeError(f"data.weak_pairs with loss.name {recipe.loss.name}: weak pairs "
                           "have no teacher scores or grades to distill")

@@ -40,10 +40,10 @@ def model_retriever(model, *, name: str, batch_size: int, top_k: int,
                     dtype: str | None = None, max_tokens_per_batch: int | None = None,
                     cache_dir: str | None = None) -> DenseRetriever:
     """Exact retrieval with an in-memory SentenceTransformer (trained or training), encoding
-    in ``dtype`` (``auto``: bf16 on a CUDA GPU) without changing its weights; ``cache_dir``:
-    its passages go through the embedding cache there (keyed by a digest of its weights:
-    ~2 s per 0.6B parameters, so never for the in-loop dev evaluation, whose weights change
-    at every call)."""
+    in ``dtype`` (``auto``: bf16 where the device runs it natively) without changing its
+    weights; ``cache_dir``: its passages go through the embedding cache there (keyed by a
+    digest of its weights: ~2 s per 0.6B parameters, so never for the in-loop dev
+    evaluation, whose weights change at every call)."""
     options = ModelOptions(dtype=dtype, max_tokens_per_batch=max_tokens_per_batch,
                            batch_size=batch_size, truncate_dim=truncate_dim)
     return build_retriever(wrap_model(model, options, name=name), batch_size=batch_size,

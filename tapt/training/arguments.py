@@ -4,12 +4,16 @@ checkpoints, logging and tracking, taken from a recipe's ``training``, ``eval`` 
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from pathlib import Path
 from typing import Any
 
+from tapt.encoders.precision import native_bf16
 from tapt.util.redaction import redact
+
+logger = logging.getLogger(__name__)
 
 
 def has_accelerator() -> bool:
@@ -20,9 +24,35 @@ def has_accelerator() -> bool:
         hasattr(torch, "xpu") and torch.xpu.is_available())
 
 
+def training_bf16(setting: bool | str) -> tuple[bool, str]:
+    """``training.bf16`` as the trainer takes it, and why: ``auto`` is bf16 mixed precision
+    where the training device (the CUDA GPU, else the CPU; float32 on MPS or XPU) computes
+    bf16 natively (:func:`~tapt.encoders.precision.native_bf16`), float32 elsewhere."""
+    if setting != "auto":
+        return bool(setting), f"training.bf16: {str(bool(setting)).lower()}"
+    import torch
+
+    if not torch.cuda.is_available() and has_accelerator():
+        return False, "training.bf16: auto, on MPS or XPU float32"
+    found = native_bf16("cuda" if torch.cuda.is_available() else "cpu")
+    if found:
+        return True, f"training.bf16: auto, {found}"
+    where = ("a GPU without native bf16" if torch.cuda.is_available() else
+             "a CPU without AMX or AVX512-BF16")
+    return False, f"training.bf16: auto, {where}"
+
+
+def bf16_label(setting: bool | str) -> str:
+    """The card's cell: ``true``, ``false``, or under ``auto`` the choice and why."""
+    bf16, why = training_bf16(setting)
+    return str(bf16).lower() + (f" ({why})" if setting == "auto" else "")
+
+
 def common_arguments(recipe, checkpoints: Path, resuming: bool) -> dict[str, Any]:
     """Keyword arguments for ``TrainingArguments`` (or sentence-transformers' subclass)."""
     t = recipe.training
+    bf16, why = training_bf16(t.bf16)
+    logger.info("training precision: %s (%s)", "bf16 mixed" if bf16 else "float32", why)
     report_to = {"none": "none", "wandb": ["wandb"], "tensorboard": ["tensorboard"]}[
         recipe.tracking.backend]
     return dict(
@@ -36,7 +66,7 @@ def common_arguments(recipe, checkpoints: Path, resuming: bool) -> dict[str, Any
         per_device_train_batch_size=t.per_device_batch_size,
         per_device_eval_batch_size=recipe.eval.batch_size,
         gradient_accumulation_steps=t.gradient_accumulation_steps,
-        bf16=t.bf16,
+        bf16=bf16,
         seed=t.seed,
         data_seed=t.seed,
         eval_strategy="steps",

@@ -28,6 +28,7 @@ from tapt.recipe import Recipe
 from tapt.retrieval.metrics import METRIC_KEYS
 from tapt.retrieval.mteb_results import mteb_eval_results
 from tapt.run_folder.split_records import split_lines
+from tapt.training.arguments import bf16_label
 from tapt.training.dev_history import dev_curve, dev_table, metrics_table
 from tapt.training.lora import merge_lora
 from tapt.training.zero_shot_gate import gate_lines
@@ -240,8 +241,8 @@ def tapt_card_section(recipe: Recipe, history: list[dict], summary: dict[str, di
                        ("learning rate", recipe.training.learning_rate),
                        ("batch size per device", recipe.training.per_device_batch_size),
                        ("gradient accumulation", recipe.training.gradient_accumulation_steps),
-                       ("bf16", recipe.training.bf16), ("max length",
-                                                        recipe.model.max_seq_length),
+                       ("bf16", bf16_label(recipe.training.bf16)),
+                       ("max length", recipe.model.max_seq_length),
                        ("LoRA", f"r={recipe.model.lora.r}" if recipe.model.lora.enabled
                         else "no"), ("seed", recipe.training.seed)]:
         lines.append(f"| {key} | {value} |")

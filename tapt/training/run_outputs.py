@@ -14,6 +14,7 @@ from tapt.recipe import Recipe
 from tapt.run_folder.layout import RunDir
 from tapt.run_folder.records import write_results
 from tapt.run_folder.split_records import test_records
+from tapt.training.arguments import training_bf16
 from tapt.training.best_weights import Selection
 from tapt.training.evaluation_on_test import TEST_RESULTS
 from tapt.training.export import save_model, write_card
@@ -46,6 +47,7 @@ def write_outputs(staging: Path, run: RunDir, recipe: Recipe, inputs: TrainingIn
                pseudo_queries=inputs.pseudo_queries)
     write_results(run, {"status": "finished", "summary": summary,
                         "best_step": selection.best_step, "export": selection.export_record,
+                        "training_bf16": training_bf16(recipe.training.bf16)[0],
                         "eval_dtype": evaluator.history[-1]["dtype"] if evaluator.history
                         else None,
                         "nonfinite_steps": guard.skipped, "nonfinite_events": guard.records(),

@@ -45,6 +45,7 @@ from tapt.encoders.loading import load_sentence_transformer
 from tapt.recipe import DaptRecipe
 from tapt.run_folder.records import read_history, write_results
 from tapt.run_folder.start import RunStart, open_run_dir
+from tapt.training.arguments import training_bf16
 from tapt.training.dapt.dapt_export import dapt_card_section, export_dapt
 from tapt.training.dapt.dapt_inputs import (
     DEFAULT_MAX_LENGTH,
@@ -177,7 +178,9 @@ def dapt_in(start: RunStart, recipe: DaptRecipe, *, callbacks: list | None = Non
     export_dapt(model, spec, staging, recipe, history)
     write_results(run, {"status": "finished", "objective": recipe.objective.name,
                         "sequence_length": max_length, "training_passages": len(train_texts),
-                        "held_out_passages": len(held_out), "nonfinite_steps": guard.skipped,
+                        "held_out_passages": len(held_out),
+                        "training_bf16": training_bf16(recipe.training.bf16)[0],
+                        "nonfinite_steps": guard.skipped,
                         "nonfinite_events": guard.records(), "history": history})
     result.final_dir = publish(staging, run.final)
     if recipe.tracking.backend == "wandb":
