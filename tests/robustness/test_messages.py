@@ -279,7 +279,7 @@ def test_eval_without_faiss_says_so_before_loading_the_model(tiny_bert_path, dat
                                                              monkeypatch, quiet_cli, capsys):
     import sentence_transformers
 
-    import tapt.retrieval.search as search
+    from tapt.retrieval import search
 
     monkeypatch.setattr(search, "faiss", search._NoFaiss())
 
