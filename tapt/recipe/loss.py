@@ -15,7 +15,7 @@ from tapt.util import bounds
 
 class LossSettings(Section):
     name: Literal["mnrl", "matryoshka", "cached_mnrl", "mnsrl", "gist", "cached_gist",
-                  "margin_mse", "distill_kl"] = "mnrl"
+                  "margin_mse", "distill_kl", "clear"] = "mnrl"
     """``mnrl`` (in-batch negatives), ``matryoshka`` (MNRL at several widths),
     ``cached_mnrl`` (gradient cache: large batches in little memory), ``mnsrl`` (symmetric
     MNRL: query -> passage and passage -> query, one softmax each), ``gist`` /
@@ -23,7 +23,10 @@ class LossSettings(Section):
     scores at least as close as the positive are masked), or a distillation
     loss on teacher scores and grades (tapt.training.distill): ``margin_mse`` (the
     student's score margins regress the targets' margins) or ``distill_kl`` (KL divergence
-    between softmaxes over each row's passages, temperature 1/scale)."""
+    between softmaxes over each row's passages, temperature 1/scale), or ``clear``
+    (CLEAR's hinge whose margin shrinks where BM25 already separates the pair: train for
+    the fused system; ``loss.teacher_scores`` from ``tapt score --teacher bm25``;
+    tapt.training.clear_loss)."""
     scale: Annotated[float, bounds.LOGIT_SCALE] = 20.0
     """MNRL logit scale (inverse temperature; 20 = temperature 0.05); gist / cached_gist
     use temperature 1/scale."""
@@ -71,6 +74,10 @@ class LossSettings(Section):
         3: 1.0, 2: 0.5, 1: 0.2, 0: 0.0}  # (pydantic copies defaults)
     """Target score per qrels grade for margin_mse / distill_kl (an unjudged, e.g. mined,
     passage has grade 0; a grade left out of the map is 0.0 for grade 0, else an error)."""
+    clear_margin: Annotated[float, bounds.GIST_MARGIN] = 0.2
+    """clear: xi, the cosine margin of a pair BM25 does not separate."""
+    clear_weight: Annotated[float, bounds.HARDNESS] = 0.2
+    """clear: lambda, how much BM25's normalised score gap of the pair lowers the margin."""
     grade_weight: Annotated[float, bounds.FRACTION] = 0.0
     """Mix of the targets: ``(1 - w) x teacher + w x grade target``; 1 trains on grades
     only (no teacher file)."""
@@ -121,14 +128,23 @@ class LossSettings(Section):
 
     @model_validator(mode="after")
     def _check_distillation(self) -> LossSettings:
-        distilling = self.name in ("margin_mse", "distill_kl")
+        distilling = self.name in ("margin_mse", "distill_kl", "clear")
+        if self.name != "clear":
+            used = [key for key in ("clear_margin", "clear_weight")
+                    if getattr(self, key) != type(self).model_fields[key].default]
+            if used:
+                raise ValueError(f"loss.{used[0]} is for loss.name clear, not {self.name}")
+        elif self.grade_weight > 0:
+            raise ValueError("loss.grade_weight: clear's margins are the lexical teacher's "
+                             "score gaps (loss.teacher_scores from tapt score --teacher bm25), "
+                             "not grades; leave it 0")
         if not distilling:
             used = [key for key in ("teacher_scores", "grade_targets", "grade_weight",
                                     "teacher_normalize")
                     if getattr(self, key) != type(self).model_fields[key].default]
             if used:
-                raise ValueError(f"loss.{used[0]} is for loss.name margin_mse or distill_kl, "
-                                 f"not {self.name}")
+                raise ValueError(f"loss.{used[0]} is for loss.name margin_mse, distill_kl or "
+                                 f"clear, not {self.name}")
         elif self.grade_weight < 1 and not self.teacher_scores:
             raise ValueError(f"loss.name {self.name} needs loss.teacher_scores (a tapt score "
                              "output), or loss.grade_weight: 1 to train on grades only")

@@ -80,7 +80,7 @@ class Labeler:
                              "data.missing_hard_negative: drop, or add mined negatives: "
                              "data.mined_negatives)")
         targets = [self.target(query_id, doc_id) for doc_id in passages]
-        if self.settings.name == "margin_mse":
+        if self.settings.name in ("margin_mse", "clear"):
             return [targets[0] - target for target in targets[1:]]
         return targets
 

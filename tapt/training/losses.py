@@ -102,13 +102,15 @@ def matryoshka_wrapped(model, loss: nn.Module, settings: LossSettings) -> nn.Mod
         weights = [kept.get(dim, 1.0) for dim in dims]
     return losses.MatryoshkaLoss(model, loss, matryoshka_dims=dims, matryoshka_weights=weights)
 
-DISTILLATION = ("margin_mse", "distill_kl")
+DISTILLATION = ("margin_mse", "distill_kl", "clear")
 """Loss names trained on labelled rows (:mod:`tapt.training.distill`)."""
 
 
 def build_distillation_loss(model, settings: LossSettings) -> nn.Module:
     """``margin_mse``: sentence-transformers' MarginMSELoss (labels: target margins, one per
-    negative column); ``distill_kl``: DistillKLDivLoss (labels: the row's target scores),
+    negative column); ``clear``: CLEAR's hinge (:mod:`tapt.training.clear_loss`; labels:
+    the lexical teacher's gaps, as margin_mse's); ``distill_kl``: DistillKLDivLoss (labels:
+    the row's target scores),
     student and teacher temperature ``1 / loss.scale``. Both score the student with the
     cosine, on the scale of the targets (grade targets, query-normalised teacher scores)."""
     from sentence_transformers.sentence_transformer import losses
@@ -116,6 +118,10 @@ def build_distillation_loss(model, settings: LossSettings) -> nn.Module:
 
     if settings.name == "margin_mse":
         return losses.MarginMSELoss(model, similarity_fct=pairwise_cos_sim)
+    if settings.name == "clear":
+        from tapt.training.clear_loss import ClearLoss
+
+        return ClearLoss(model, xi=settings.clear_margin, weight=settings.clear_weight)
     if settings.name == "distill_kl":
         return losses.DistillKLDivLoss(model, similarity_fct=pairwise_cos_sim,
                                        temperature=1.0 / settings.scale)
