@@ -102,19 +102,24 @@ def add_parsers(commands) -> None:
                                       "package:NAME/sub/path")
     export.add_argument("--backend", choices=("onnx", "openvino"), required=True,
                         help="onnx (ONNX Runtime, tapt[onnx]) or openvino (tapt[openvino])")
-    export.add_argument("--quantize", choices=("int8", "int8-weights"), default=None,
-                        help="onnx int8: dynamic quantisation (ONNX Runtime; int8 weights, "
-                             "activations at run time); openvino int8: static quantisation "
-                             "(NNCF) calibrated on --calibration-data; openvino "
-                             "int8-weights: weights only (NNCF), no calibration")
+    export.add_argument("--quantize", choices=("int8", "int8-dynamic", "int8-weights"),
+                        default=None,
+                        help="int8: static quantisation (weights and activations; ONNX "
+                             "Runtime's quantize_static or NNCF), activation ranges "
+                             "calibrated on --calibration-data: a passage's embedding does "
+                             "not depend on its batch; onnx int8-dynamic: activations "
+                             "quantised at run time over the whole batch, so an embedding "
+                             "depends on its batch and tapt runs it one text per run "
+                             "(slower); openvino int8-weights: weights only (NNCF), no "
+                             "calibration")
     export.add_argument("--per-tensor", action="store_true",
-                        help="onnx int8: one scale per weight tensor instead of per output "
-                             "channel (smaller, less exact)")
+                        help="onnx int8 / int8-dynamic: one scale per weight tensor instead "
+                             "of per output channel (smaller, less exact)")
     export.add_argument("--calibration-data", type=Path, default=None, metavar="DIR",
-                        help="openvino int8: a local BEIR folder whose corpus.jsonl passages "
-                             "calibrate the quantisation (your own passages)")
+                        help="int8: a local BEIR folder whose corpus.jsonl passages "
+                             "calibrate the activation ranges (your own passages)")
     export.add_argument("--calibration-size", type=calibration_size, default=300,
-                        help="openvino int8: calibration passages drawn from --calibration-data")
+                        help="int8: calibration passages drawn from --calibration-data")
     export.add_argument("--seed", type=seed, default=0, help="seed of the calibration sample")
     export.add_argument("--output", type=Path, required=True,
                         help="the export folder (must not exist; never the source)")
@@ -168,7 +173,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         export_for_serving,
     )
 
-    static = args.backend == "openvino" and args.quantize == "int8"
+    static = args.quantize == "int8"
     settings = ExportSettings(backend=args.backend, quantize=args.quantize,
                               per_tensor=args.per_tensor,
                               calibration_source=None if args.calibration_data is None
@@ -189,7 +194,8 @@ def cmd_export(args: argparse.Namespace) -> int:
                            trust_remote_code=args.trust_remote_code, device="cpu",
                            dtype="float32")
     output = export_for_serving(args.model, args.output, settings, options=options,
-                                overwrite=args.overwrite, inputs=inputs)
+                                overwrite=args.overwrite, inputs=inputs,
+                                progress=terminal.show_progress(args))
     terminal.console.print(f"{settings.label()} export of {args.model} written to {output} "
                            f"({settings.conversion()})", highlight=False, soft_wrap=True,
                            markup=False)

@@ -105,8 +105,11 @@ def export_card(spec, settings, manifest: dict, license_id: str | None) -> str:
             ("maximum length, padding", (f"{preset['max_seq_length']} tokens, "
                                          f"{preset['padding_side']}")),
             ("checked against torch", (f"lowest cosine {check.get('min_cosine_to_torch')} "
-                                       f"over {check.get('passages')} passages and "
-                                       f"{check.get('queries')} query")),
+                                       f"(mean {check.get('mean_cosine_to_torch')}) over "
+                                       f"{check.get('passages')} passages and "
+                                       f"{check.get('queries')} queries; largest difference "
+                                       "of a passage embedded alone and in a batch "
+                                       f"{check.get('max_batch_difference')}")),
             ("made with", versions)]
     lines = ["---", card.to_yaml(), "---", "", f"# {title}", "",
              (f"`{source}` exported with `tapt export` for CPU serving. `tapt_export.json` "

@@ -28,6 +28,10 @@ FORMAT = 1
 """The manifest layout written; another is refused on load."""
 UNCHECKED = frozenset({MANIFEST_FILE, "README.md", "LICENSE"})
 """Files of an export folder the manifest does not hold digests of."""
+DYNAMIC_LABEL = "int8 dynamic"
+"""The ``quantization.label`` of a graph whose activations are quantised at run time over
+the whole batch (ONNX Runtime's ``quantize_dynamic``): an embedding depends on the texts
+run with it, so :class:`~tapt.serving.runtime.ExportedEncoder` runs it one text per run."""
 
 
 class ExportFolderError(ValueError):
@@ -114,6 +118,12 @@ class Manifest:
         quantization = self.record.get("quantization") or {}
         return quantization.get("label") or "float32"
 
+    @property
+    def batch_dependent(self) -> bool:
+        """The graph's output for a text depends on the texts batched with it (int8
+        dynamic: :data:`DYNAMIC_LABEL`)."""
+        return self.precision == DYNAMIC_LABEL
+
 
 def write_manifest(folder: Path, *, backend: str, graph: str, preset: Preset,
                    **record: Any) -> dict:
@@ -188,6 +198,11 @@ def read_manifest(folder: str | os.PathLike, backend: str | None = None) -> Mani
         raise ExportFolderError(f"{folder}: an export for the {found_backend} backend "
                                 f"({MANIFEST_FILE}); pass --backend {found_backend}")
     preset = Preset.from_record(body.get("preset"), path)
+    quantization = body.get("quantization")
+    if quantization is not None and not (isinstance(quantization, dict) and isinstance(
+            quantization.get("label"), str) and quantization["label"]):
+        raise ExportFolderError(f"{path}: 'quantization' must be null (float32) or an object "
+                                "whose 'label' names the precision")
     for name, digest in files.items():
         if not isinstance(name, str) or Path(name).name != name or name in ("", ".", ".."):
             raise ExportFolderError(f"{path}: file name {name!r} is not a name in the folder")

@@ -7,13 +7,15 @@ transformers' masking branches to the example's shapes, and OpenVINO's attention
 the dynamo ONNX graph runs as torch does in both runtimes. int8 by NNCF:
 ``nncf.quantize`` (static: weights and activations, activation ranges calibrated on
 tokenized passages of the user's own corpus) or ``nncf.compress_weights`` (weights only,
-no calibration).
+no calibration). NNCF draws its progress bars on rich's global console:
+``progress=False`` silences that console while NNCF runs (NNCF has no switch of its own).
 """
 
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -39,25 +41,45 @@ def export_openvino(model, folder: Path) -> list[str]:
 
 
 def quantize_openvino_int8(folder: Path, *, calibration: Sequence[dict[str, np.ndarray]]
-                           | None) -> None:
+                           | None, progress: bool = True) -> None:
     """Replace the IR in ``folder`` by its int8 version: static quantisation by
     ``nncf.quantize`` (transformer preset) calibrated on ``calibration`` (the graph's
     inputs of one passage each), or weight-only ``nncf.compress_weights`` (INT8_ASYM)
-    when ``calibration`` is None."""
+    when ``calibration`` is None. ``progress``: NNCF's progress bars."""
     import nncf
     import openvino
 
     path = Path(folder) / GRAPH_FILE
     core = openvino.Core()
     model = core.read_model(str(path))
-    if calibration is None:
-        quantized = nncf.compress_weights(model, mode=nncf.CompressWeightsMode.INT8_ASYM)
-    else:
-        quantized = nncf.quantize(model, nncf.Dataset(list(calibration)),
-                                  model_type=nncf.ModelType.TRANSFORMER,
-                                  subset_size=len(calibration))
+    with bars(progress):
+        if calibration is None:
+            quantized = nncf.compress_weights(model, mode=nncf.CompressWeightsMode.INT8_ASYM)
+        else:
+            quantized = nncf.quantize(model, nncf.Dataset(list(calibration)),
+                                      model_type=nncf.ModelType.TRANSFORMER,
+                                      subset_size=len(calibration))
     staged = path.with_name("quantized.xml")
     openvino.save_model(quantized, str(staged), compress_to_fp16=False)
     del model, quantized  # the IR's .bin is mapped while the model lives
     staged.replace(path)
     staged.with_suffix(".bin").replace(path.with_suffix(".bin"))
+
+
+@contextmanager
+def bars(shown: bool) -> Iterator[None]:
+    """Inside, unless ``shown``: rich's global console (where NNCF's ``track`` bars are
+    drawn) prints nothing; restored afterwards. NNCF's log lines use the logging module
+    and still show."""
+    if shown:
+        yield
+        return
+    import rich
+
+    console = rich.get_console()
+    was = console.quiet
+    console.quiet = True
+    try:
+        yield
+    finally:
+        console.quiet = was

@@ -157,15 +157,19 @@ def test_an_existing_output_is_replaced_only_when_it_is_a_tapt_export(tiny_bert_
 
 
 @pytest.mark.parametrize("settings, message", [
-    (ExportSettings("onnx", quantize="int8-weights"), "onnx backend quantises int8"),
+    (ExportSettings("onnx", quantize="int8-weights"), "onnx backend quantises int8 or int8-dynamic"),
+    (ExportSettings("openvino", quantize="int8-dynamic"), "quantises int8 or int8-weights"),
     (ExportSettings("openvino", quantize="int4"), "openvino backend quantises int8 or "),
     (ExportSettings("openvino", quantize="int8"), "give --calibration-data"),
+    (ExportSettings("onnx", quantize="int8"), "give --calibration-data .* int8-dynamic"),
     (ExportSettings("openvino", quantize="int8-weights", per_tensor=True),
-     "--per-tensor applies to --backend onnx --quantize int8 only"),
+     "--per-tensor applies to --backend onnx --quantize int8 or int8-dynamic only"),
     (ExportSettings("onnx", per_tensor=True), "--per-tensor applies"),
-    (ExportSettings("onnx", calibration_source="data"), "openvino --quantize int8 only"),
+    (ExportSettings("onnx", calibration_source="data"), "--quantize int8 \\(static\\) only"),
+    (ExportSettings("onnx", quantize="int8-dynamic", calibration_source="data"),
+     "--quantize int8 \\(static\\) only"),
     (ExportSettings("openvino", quantize="int8-weights", calibration_source="data"),
-     "openvino --quantize int8 only"),
+     "--quantize int8 \\(static\\) only"),
     (ExportSettings("openvino", quantize="int8", calibration_source="data",
                     calibration_texts=(" ", "")), "no non-empty passage"),
     (ExportSettings("torch"), "--backend must be onnx or openvino"),
@@ -177,6 +181,7 @@ def test_export_settings_that_cannot_be_made_are_refused(settings, message):
 
 @pytest.mark.parametrize("argv, message", [
     (["--backend", "onnx", "--quantize", "int8-weights"], "onnx backend quantises int8"),
+    (["--backend", "onnx", "--quantize", "int8"], "give --calibration-data"),
     (["--backend", "openvino", "--per-tensor"], "--per-tensor applies"),
     (["--backend", "openvino", "--quantize", "int8"], "give --calibration-data"),
 ])

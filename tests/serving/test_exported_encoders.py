@@ -73,7 +73,9 @@ def bert_exports(tiny_bert_path, tiny_beir_path, tmp_path_factory) -> dict[str, 
     if importlib.util.find_spec("onnxruntime") and importlib.util.find_spec("onnxscript"):
         made["onnx"] = export(tiny_bert_path, root / "onnx", "--backend", "onnx")
         made["onnx int8"] = export(tiny_bert_path, root / "onnx-int8", "--backend", "onnx",
-                                   "--quantize", "int8")
+                                   "--quantize", "int8", "--calibration-data",
+                                   str(tiny_beir_path), "--calibration-size", "20",
+                                   "--seed", "3")
     if importlib.util.find_spec("openvino") and importlib.util.find_spec("nncf"):
         made["openvino"] = export(tiny_bert_path, root / "openvino", "--backend", "openvino")
         made["openvino int8"] = export(tiny_bert_path, root / "openvino-int8", "--backend",
@@ -119,8 +121,9 @@ def test_an_int8_export_stays_close_and_says_how_it_was_made(label, bert_exports
     card = (folder / "README.md").read_text(encoding="utf-8")
     assert quantization["method"] in card and "base_model_relation" not in card  # local base
     if label == "onnx int8":
-        assert quantization["per_channel"] is True and quantization["label"] == "int8 dynamic"
-    if label == "openvino int8":
+        assert quantization["per_channel"] is True and quantization["label"] == "int8 static"
+        assert "quantize_static, QDQ" in quantization["method"]
+    if label in ("onnx int8", "openvino int8"):
         calibration = quantization["calibration"]
         assert (calibration["source"], calibration["passages"], calibration["seed"]) == (
             "tiny-beir", 20, 3)
@@ -243,7 +246,7 @@ def test_eval_and_mine_take_an_export_and_cache_on_its_graph(bert_exports, tiny_
     assert again[metric] == first[metric] and again["per_query"] == first["per_query"]
     assert first["evaluated"]["backend"] == "onnx"
     assert first["evaluated"]["export"]["precision"] == "float32"
-    assert quantized["evaluated"]["export"]["precision"] == "int8 dynamic"
+    assert quantized["evaluated"]["export"]["precision"] == "int8 static"
     timings = [result["timings"] for result in (first, again, quantized)]
     passages = first["evaluated"]["corpus_size"]
     assert [timing["corpus_from_cache"] for timing in timings] == [0, passages, 0]
