@@ -70,9 +70,8 @@ def check_serving_args(args: argparse.Namespace) -> None:
     if backend == "torch" and getattr(args, "threads", None) is not None:
         raise ValueError("--threads sets ONNX Runtime's or OpenVINO's threads: add --backend "
                          "onnx or openvino (torch takes OMP_NUM_THREADS)")
-    if backend != "torch" and getattr(args, "dtype", "auto") not in ("auto", "float32"):
-        raise ValueError(f"--dtype {args.dtype}: applies to the torch backend; an {backend} "
-                         "model runs in the precision it was exported in")
+    # --dtype, --max-seq-length, --family, --device, --trust-remote-code with an export:
+    # checked against its manifest when it is opened (tapt.serving.runtime.check_export_options)
 
 
 def show_index(info: dict) -> None:

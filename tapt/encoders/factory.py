@@ -22,7 +22,7 @@ from tapt.encoders.loading import ModelSpec, load_sentence_transformer
 from tapt.encoders.long_passages import LongPassageError, LongPassages
 from tapt.encoders.sentence import SentenceTransformerEncoder
 from tapt.serving.manifest import read_manifest
-from tapt.serving.runtime import ExportedEncoder
+from tapt.serving.runtime import ExportedEncoder, check_export_options
 from tapt.util.bounds import (
     BATCH_SIZE,
     CONCURRENCY,
@@ -141,6 +141,7 @@ class EncoderLoader:
                                        "passages only; use --long-passages truncate")
             require_backend(self.model.backend)  # a missing tapt[onnx] / [openvino]
             self._manifest = read_manifest(self.name, self.model.backend)  # before any work
+            check_export_options(self._manifest, self.model)  # --max-seq-length, --family, ...
         else:
             self._spec = self.model.spec(self.name)
             self._spec.preset()  # an unknown family fails before anything loads

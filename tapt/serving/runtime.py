@@ -28,7 +28,7 @@ from tqdm.auto import tqdm
 
 from tapt.encoders.base import EncodedBatch, Encoder, TextKind, collect_in_order
 from tapt.encoders.token_batches import TokenizedTexts, pad_rows, token_budget_batches
-from tapt.serving.manifest import ExportFolderError, Manifest, read_manifest
+from tapt.serving.manifest import MANIFEST_FILE, ExportFolderError, Manifest, read_manifest
 from tapt.util.bounds import POSITIVE_INT, check_optional
 
 TOKEN_BUDGET = 4096
@@ -36,6 +36,53 @@ TOKEN_BUDGET = 4096
 BLOCK_TEXTS = 16_384
 """Texts tokenized at a time: memory stays bounded on a 1M-passage corpus."""
 TOKENIZER_FILE = "tokenizer.json"
+
+
+class ExportOptionError(ValueError):
+    """A torch loading flag given with an export, which fixed that setting when it was
+    made: the message names the flag and the export's own setting."""
+
+
+def check_export_options(manifest: Manifest, options) -> None:
+    """Refuse, before anything loads, the torch loading options (a
+    :class:`~tapt.encoders.factory.ModelOptions`) that an export cannot honour: its
+    preset (prompts, pooling, maximum length) and precision were fixed when it was made,
+    and it runs on the CPU without the model's code. Each :class:`ExportOptionError` names
+    the flag and the export's setting; the defaults, and a value equal to the export's
+    (``--max-seq-length`` its length, ``--dtype float32`` on a float32 export,
+    ``--device cpu``), pass."""
+    preset = manifest.preset
+    where = manifest.folder / MANIFEST_FILE
+    source = (manifest.record.get("source") or {}).get("name") or "SOURCE"
+    again = f"tapt export {source} --backend {manifest.backend}"
+    length = options.max_seq_length
+    if length is not None and length != preset.max_seq_length:
+        raise ExportOptionError(
+            f"--max-seq-length {length}: the export was made with max length "
+            f"{preset.max_seq_length} ({where}); drop the flag, or re-export with "
+            f"{again} --max-seq-length {length}")
+    if options.family not in (None, "auto"):
+        raise ExportOptionError(
+            f"--family {options.family}: the export's preset was fixed when it was made "
+            f"(query prompt {preset.query_prompt!r}, passage prompt "
+            f"{preset.document_prompt!r}, {preset.pooling} pooling, max length "
+            f"{preset.max_seq_length}; {where}); drop the flag, or re-export with {again} "
+            f"--family {options.family}")
+    dtype = options.dtype or "auto"
+    if dtype != "auto" and not (dtype == "float32" and manifest.precision == "float32"):
+        raise ExportOptionError(
+            f"--dtype {dtype}: the export runs in the precision it was made in, "
+            f"{manifest.precision} ({where}); drop the flag (--dtype applies to the torch "
+            "backend)")
+    if options.device not in (None, "cpu"):
+        raise ExportOptionError(
+            f"--device {options.device}: an {manifest.backend} export runs on the CPU, "
+            f"with {'ONNX Runtime' if manifest.backend == 'onnx' else 'OpenVINO'} ({where}); "
+            "drop the flag, or evaluate the torch model on that device")
+    if options.trust_remote_code:
+        raise ExportOptionError(
+            "--trust-remote-code: an export runs no model code (its graph holds the "
+            f"model; {where}); drop the flag")
 
 
 def runtime_session(manifest: Manifest, threads: int | None):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -152,3 +153,89 @@ def test_push_of_a_serving_export_says_it_is_not_published(model_copy, tmp_path,
     assert code == 2 and "does not publish serving exports" in message
     assert "push the model it was made from (runs/scifact/final)" in message
     assert "push a tapt export" not in message
+
+
+@pytest.fixture(scope="module")
+def onnx_exports(tiny_bert_path, tiny_beir_path, tmp_path_factory) -> dict[str, Path]:
+    """A float32 and a static int8 ONNX export of the tiny BERT (max length 128)."""
+    pytest.importorskip("onnxruntime")
+    pytest.importorskip("onnxscript")
+    root = tmp_path_factory.mktemp("exports")
+    made = {"float32": root / "onnx", "int8": root / "onnx-int8"}
+    assert main(["export", str(tiny_bert_path), "--backend", "onnx", "--output",
+                 str(made["float32"]), "--quiet"]) == 0
+    assert main(["export", str(tiny_bert_path), "--backend", "onnx", "--quantize", "int8",
+                 "--calibration-data", str(tiny_beir_path), "--calibration-size", "10",
+                 "--output", str(made["int8"]), "--quiet"]) == 0
+    return made
+
+
+EXPORT_FLAGS = [
+    ("float32", ["--max-seq-length", "8"],
+     "--max-seq-length 8: the export was made with max length 128 ("),
+    ("float32", ["--family", "qwen3"],
+     ("--family qwen3: the export's preset was fixed when it was made (query prompt '', "
+      "passage prompt '', mean pooling, max length 128;")),
+    ("float32", ["--device", "cuda:3"], "--device cuda:3: an onnx export runs on the CPU"),
+    ("float32", ["--trust-remote-code"], "--trust-remote-code: an export runs no model code"),
+    ("float32", ["--dtype", "bfloat16"],
+     "--dtype bfloat16: the export runs in the precision it was made in, float32 ("),
+    ("int8", ["--dtype", "float32"],
+     "--dtype float32: the export runs in the precision it was made in, int8 static ("),
+]
+
+
+@pytest.mark.reliability(
+    area=AREA, reader="tapt eval / mine / score --backend onnx (tapt.serving.runtime."
+                      "check_export_options)",
+    fault="torch loading flags an export fixed when it was made: --max-seq-length 8 (made "
+          "with 128), --family qwen3, --device cuda:3, --trust-remote-code, --dtype "
+          "bfloat16, --dtype float32 on an int8 export",
+    behaviour="each refused before the data is read, exit 2, one line naming the flag and "
+              "the export's own setting (its max length, prompts and pooling, precision) and "
+              "tapt_export.json; nothing written (they were silently ignored: same metrics)")
+@pytest.mark.parametrize("command", ["eval", "mine", "score"])
+@pytest.mark.parametrize("precision, flags, expected", EXPORT_FLAGS,
+                         ids=[" ".join(case[1]) for case in EXPORT_FLAGS])
+def test_a_flag_an_export_fixed_is_refused_naming_its_setting(
+        command, precision, flags, expected, onnx_exports, tiny_beir_path, tmp_path,
+        quiet_cli, capsys):
+    folder = onnx_exports[precision]
+    output = tmp_path / "out.json"
+    model = {"eval": ["--model"], "mine": ["--retriever"], "score": ["--teacher"]}[command]
+    data = ["--data", str(tiny_beir_path), "--cache-dir", str(tmp_path / "cache")]
+    if command != "eval":
+        data += ["--split", "train"]
+    code = main([command, *model, str(folder), "--backend", "onnx", *flags, *data,
+                 "--output", str(output), "--quiet"])
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.strip()]
+    assert code == 2 and len(lines) == 1, lines
+    assert expected in lines[0] and "tapt_export.json" in lines[0], lines[0]
+    assert not output.exists() and not (tmp_path / "cache").exists()
+
+
+@pytest.mark.reliability(
+    area=AREA, reader="tapt eval --backend onnx (tapt.serving.runtime.check_export_options)",
+    fault="the export's own settings given as flags (--max-seq-length 128, its length; "
+          "--device cpu; --dtype float32 on a float32 export; --family auto), then "
+          "--max-seq-length 64",
+    behaviour="the first accepted, with the same metrics as without them; the second "
+              "refused, exit 2, naming max length 128")
+def test_an_exports_own_settings_pass_and_others_are_refused(onnx_exports, tiny_beir_path,
+                                                             tmp_path, quiet_cli, capsys):
+    def evaluate(name: str, *flags: str) -> int:
+        return main(["eval", "--model", str(onnx_exports["float32"]), "--backend", "onnx",
+                     "--data", str(tiny_beir_path), "--no-cache", "--output",
+                     str(tmp_path / f"{name}.json"), "--quiet", *flags])
+
+    def metrics(name: str) -> dict:
+        return json.loads((tmp_path / f"{name}.json").read_text(encoding="utf-8"))
+
+    assert evaluate("plain") == 0
+    assert evaluate("same", "--max-seq-length", "128", "--device", "cpu", "--dtype",
+                    "float32", "--family", "auto") == 0
+    assert metrics("same")["per_query"] == metrics("plain")["per_query"]
+    capsys.readouterr()
+    assert evaluate("shorter", "--max-seq-length", "64") == 2
+    assert "the export was made with max length 128" in capsys.readouterr().out
+    assert not (tmp_path / "shorter.json").exists()

@@ -275,3 +275,21 @@ def test_a_runs_export_names_the_run_and_its_weights(tiny_bert_path, tmp_path, m
     card = (folder / "README.md").read_text(encoding="utf-8")
     assert "| source model | `runs/scifact/final` |" in card
     assert f"BLAKE2b `{digest}`" in card
+
+
+@needs_openvino
+def test_quiet_silences_nncf_too(tiny_bert_path, tiny_beir_path, tmp_path, capsys):
+    """tapt export --quiet and tapt eval --quiet print their results only: NNCF's progress
+    bars ("Statistics collection", "Applying Smooth Quant") drawn on rich's global console
+    are off too."""
+    folder = tmp_path / "openvino-int8"
+    assert main(["export", str(tiny_bert_path), "--backend", "openvino", "--quantize", "int8",
+                 "--calibration-data", str(tiny_beir_path), "--calibration-size", "10",
+                 "--output", str(folder), "--quiet"]) == 0
+    captured = capsys.readouterr()
+    lines = [line for line in (captured.out + captured.err).splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("openvino int8 export of"), lines
+    assert main(["eval", "--model", str(folder), "--backend", "openvino", "--data",
+                 str(tiny_beir_path), "--quiet", "--no-cache"]) == 0
+    captured = capsys.readouterr()
+    assert "100%" not in captured.out + captured.err  # no bar, rich's or tqdm's
