@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
+import rich
 
 from tapt.serving import onnx_export
 from tapt.serving.onnx_export import export_onnx
@@ -74,8 +75,6 @@ def bars(shown: bool) -> Iterator[None]:
     if shown:
         yield
         return
-    import rich
-
     console = rich.get_console()
     was = console.quiet
     console.quiet = True
