@@ -514,6 +514,8 @@ class Comparison:
         return read_arm(path)
 
     def st_script(self, seed: int, started: float) -> dict:
+        from tapt.training.arguments import training_bf16
+
         folder = self.folder("st-script", seed)
         recipe = recipe_for(self.args, [f"training.seed={seed}"])
         t, data = recipe.training, recipe.data
@@ -522,7 +524,7 @@ class Comparison:
                    "--output", str(folder), "--seed", str(seed), "--epochs", str(t.epochs),
                    "--batch-size", str(t.per_device_batch_size), "--lr", str(t.learning_rate),
                    "--warmup-ratio", str(t.warmup_ratio), *max_length(recipe),
-                   "--bf16" if t.bf16 else "--no-bf16"]
+                   "--bf16" if training_bf16(t.bf16)[0] else "--no-bf16"]
         if data.dev_from_train is not None:
             command += ["--dev-from-train", str(data.dev_from_train),
                         "--dev-seed", str(data.dev_seed), "--dev-carve", data.dev_carve]

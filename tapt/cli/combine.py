@@ -14,18 +14,8 @@ from tapt.cli.options import (
     batch_size,
     check_folder,
     data_inputs,
+    non_negative_float,
 )
-
-
-def weight(text: str) -> float:
-    """A lexical weight: a finite number >= 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}") from None
-    if not value >= 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a finite number >= 0, got {text!r}")
-    return value
 
 
 def add_parsers(commands) -> None:
@@ -46,12 +36,12 @@ def add_parsers(commands) -> None:
                          help="replace --output when it is a tapt combine export holding "
                               "nothing else")
     how = combine.add_mutually_exclusive_group(required=True)
-    how.add_argument("--weight", type=weight, default=None,
+    how.add_argument("--weight", type=non_negative_float, default=None,
                      help="w: query·passage scores dense + w x lexical")
     how.add_argument("--pick-on-dev", default=None, metavar="DATA|RUN",
                      help="pick w on a dev split: a tapt run folder (its recipe's dev set, "
                           "a carved one included) or a BEIR folder with a dev split")
-    combine.add_argument("--weights", type=weight, nargs="+", default=None, metavar="W",
+    combine.add_argument("--weights", type=non_negative_float, nargs="+", default=None, metavar="W",
                          help="the weights tried on dev (default 0 0.1 0.2 0.3 0.5 0.75 1 1.5 "
                               "2 3)")
     combine.add_argument("--metric", choices=METRIC_KEYS, default="binary_ndcg@10",

@@ -16,34 +16,16 @@ from tapt.cli.options import (
     add_quiet_arg,
     bm25_k1,
     check_outputs,
+    count,
     data_inputs,
     fraction,
     model_inputs,
+    positive_count,
     rrf_k,
     seed,
     top_k,
 )
 from tapt.cli.serving import add_backend_args, check_serving_args
-
-
-def rank_window(text: str) -> tuple[int, int]:
-    """``LOW:HIGH`` (ranks, inclusive, 1-based) for ``--negative-ranks``."""
-    low, sep, high = text.partition(":")
-    try:
-        pair = (int(low), int(high)) if sep else (int(low), int(low))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected LOW:HIGH ranks such as 30:50, got "
-                                         f"{text!r}") from None
-    if not 1 <= pair[0] <= pair[1]:
-        raise argparse.ArgumentTypeError(f"expected 1 <= LOW <= HIGH, got {text!r}")
-    return pair
-
-
-def count_or_none(text: str) -> int | None:
-    """A positive whole number, or ``all`` (None)."""
-    if text.strip().lower() == "all":
-        return None
-    return top_k(text)
 
 
 def add_parsers(commands) -> None:
@@ -67,8 +49,8 @@ def add_parsers(commands) -> None:
     pseudo.add_argument("--output", type=Path, required=True, help="the rows (JSONL)")
     pseudo.add_argument("--overwrite", action="store_true", help="replace an existing --output")
     sampling = pseudo.add_argument_group("sampling the queries")
-    sampling.add_argument("--queries", type=count_or_none, default=None, metavar="N",
-                          help="at most N pseudo-queries (default all: --per-passage of every "
+    sampling.add_argument("--queries", type=positive_count, default=None, metavar="N",
+                          help="at most N pseudo-queries (default: --per-passage of every "
                                "passage), from passages in a seeded order")
     sampling.add_argument("--per-passage", type=top_k, default=1,
                           help="queries drawn from each passage (default 1)")
@@ -83,11 +65,13 @@ def add_parsers(commands) -> None:
     labels.add_argument("--depth", type=top_k, default=50, help="ranks read per query (50)")
     labels.add_argument("--positives", type=top_k, default=1,
                         help="top ranks recorded as positives; the first is the row's (1)")
-    labels.add_argument("--negatives", type=int, default=3,
+    labels.add_argument("--negatives", type=count, default=3,
                         help="hard negatives per row, drawn from --negative-ranks (3)")
-    labels.add_argument("--negative-ranks", type=rank_window, default=(30, 50),
-                        metavar="LOW:HIGH", help="the ranks negatives are drawn from (30:50, "
-                                                 "the bottom of the teacher's top 50)")
+    labels.add_argument("--negatives-from", type=top_k, default=30, metavar="RANK",
+                        help="the best rank a negative is drawn from (30)")
+    labels.add_argument("--negatives-to", type=top_k, default=50, metavar="RANK",
+                        help="the worst rank a negative is drawn from (50: with --negatives-from "
+                             "30, the bottom of the teacher's top 50)")
     labels.add_argument("--source", choices=("keep", "drop"), default="keep",
                         help="keep (default) the query's own passage in its ranking, or drop "
                              "it (the query is labelled with other passages only)")
@@ -134,7 +118,7 @@ def cmd_pseudo(args: argparse.Namespace) -> int:
         raise ValueError("--hybrid bm25 fuses a model --teacher with BM25; --teacher bm25 is "
                          "BM25 alone")
     settings = LabelSettings(depth=args.depth, positives=args.positives,
-                             negative_ranks=tuple(args.negative_ranks),
+                             negative_ranks=(args.negatives_from, args.negatives_to),
                              negatives=args.negatives, source=args.source, seed=args.seed)
     settings.check()
     sampling = {"queries": args.queries, "per_passage": args.per_passage, "span": args.span,

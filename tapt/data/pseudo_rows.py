@@ -181,6 +181,22 @@ def read_pseudo_file(path: str | Path, dataset: BeirDataset) -> PseudoFile:
     return PseudoFile(path=path, teacher=teacher, rows=rows, record=record)
 
 
+def check_pseudo_settings(data) -> None:
+    """A recipe's ``data.pseudo_*`` keys (``data``: its data section): each needs
+    ``data.pseudo_queries``; the rows have no batch group; ``only`` excludes weak pairs.
+    Raises ``ValueError`` naming the key."""
+    keys = ("pseudo_mix", "pseudo_passages", "pseudo_negatives", "pseudo_max", "pseudo_seed")
+    used = [key for key in keys if getattr(data, key) != type(data).model_fields[key].default]
+    if used and data.pseudo_queries is None:
+        raise ValueError(f"data.{used[0]} needs data.pseudo_queries (a tapt pseudo output)")
+    if data.pseudo_queries is not None and data.batch_by != "none":
+        raise ValueError(f"data.pseudo_queries cannot be mixed with data.batch_by: "
+                         f"{data.batch_by} (pseudo-query rows have no group)")
+    if data.pseudo_mix == "only" and data.weak_pairs != "none":
+        raise ValueError("data.pseudo_mix: only trains on the pseudo-query rows alone; drop "
+                         "data.weak_pairs or mix proportionally")
+
+
 def row_label(row: PseudoRow, kind: LabelKind, negatives: int) -> list[float] | None:
     """The row's distillation target (module docstring); None for ``none``."""
     if kind == "none":

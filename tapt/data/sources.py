@@ -28,6 +28,7 @@ from tapt.data.beir import (
     parse_corpus,
     parse_qrels,
     parse_queries,
+    read_corpus,
     read_judged_ids,
 )
 from tapt.util.files import check_writable
@@ -271,8 +272,6 @@ def load_corpus(source: str | os.PathLike, config: str | None = None, *,
         DataError: no such folder or config, a Hub corpus that cannot be loaded, or an
             invalid line (file, line and field).
     """
-    from tapt.data.beir import read_corpus
-
     config = config_name(config)
     check_corpus_cache(corpus_cache)
     path = Path(source)

@@ -38,6 +38,7 @@ from typing import Any
 
 import torch
 
+from sentence_transformers import SentenceTransformer
 from sentence_transformers.base.modules.module import Module
 
 CLASS_REF = "tapt.encoders.lexical_branch.LexicalBranch"
@@ -86,8 +87,6 @@ class LexicalBranch(Module):
     def load(cls, model_name_or_path: str, subfolder: str = "", token=None,
              cache_folder: str | None = None, revision: str | None = None,
              local_files_only: bool = False, **kwargs) -> LexicalBranch:
-        from sentence_transformers import SentenceTransformer
-
         config = cls.load_config(model_name_or_path, subfolder=subfolder, token=token,
                                  cache_folder=cache_folder, revision=revision,
                                  local_files_only=local_files_only)
@@ -140,8 +139,6 @@ def combine(dense, lexical, weight: float):
         ValueError: the two models tokenize differently, or either already holds a
             lexical branch.
     """
-    from sentence_transformers import SentenceTransformer
-
     for name, model in (("dense", dense), ("lexical", lexical)):
         if any(isinstance(module, LexicalBranch) for module in model):
             raise ValueError(f"the {name} model already holds a lexical branch")

@@ -17,6 +17,7 @@ from pydantic import (
     model_validator,
 )
 
+from tapt.data.pseudo_rows import check_pseudo_settings
 from tapt.data.relevance import parse_relevant_from
 from tapt.data.splits import decontamination_problem
 from tapt.recipe.base import RecipeError, Section, Seed, local_path
@@ -197,22 +198,20 @@ class DataSettings(Section):
     weak_pairs_seed: Seed = 0
     """Seed of the weak pairs' sample (and of ICT's sentence choice)."""
     pseudo_queries: str | None = None
-    """A ``tapt pseudo`` output: pseudo-queries sampled from the corpus and labelled by a
-    teacher (BM25, a model, the untrained hybrid), trained as their own dataset beside the
-    labelled rows (tapt.data.pseudo_rows)."""
+    """A ``tapt pseudo`` output (corpus sentences labelled by a teacher: BM25, a model, the
+    untrained hybrid), its own dataset beside the labelled rows (tapt.data.pseudo_rows)."""
     pseudo_mix: Literal["proportional", "only"] = "proportional"
-    """``proportional``: each batch from the labelled rows or the pseudo-query rows, in
-    proportion to their sizes (``pseudo_max`` sets the ratio); ``only``: train on the
-    pseudo-query rows alone (a lexical model, or the first stage of pseudo-queries first,
-    then labels: a second run from this one's export)."""
+    """``proportional``: each batch from the labelled or the pseudo-query rows, in
+    proportion to their sizes (``pseudo_max`` sets the ratio); ``only``: pseudo-query rows
+    alone (a lexical model; or pseudo-queries first, then labels from this run's export)."""
     pseudo_passages: Literal["unseen", "all"] = "unseen"
-    """``unseen``: leave out pseudo-query rows touching a passage training must not see
-    (``decontaminate``'s and a carved dev's relevant passages); ``all``: every row, as a
-    deployment adapts to the whole corpus (the run records how many of those it read)."""
+    """``unseen``: no pseudo-query row touching a passage training must not see
+    (``decontaminate``'s, a carved dev's); ``all``: every row, as a deployment adapts to its
+    whole corpus (the run records how many such passages it read)."""
     pseudo_negatives: Annotated[int, bounds.NEGATIVES] = 1
     """Teacher negatives per pseudo-query row (rows with fewer are left out; 0: pairs)."""
     pseudo_max: Annotated[int, bounds.WEAK_PAIRS] | None = None
-    """At most this many pseudo-query rows, a seeded sample (None: all)."""
+    """At most this many pseudo-query rows, a sample seeded by ``pseudo_seed``."""
     pseudo_seed: Seed = 0
     """Seed of the pseudo-query rows' sample."""
     batch_by: str = "none"
@@ -289,17 +288,7 @@ class DataSettings(Section):
 
     @model_validator(mode="after")
     def _check_pseudo(self):
-        used = [key for key in ("pseudo_mix", "pseudo_passages", "pseudo_negatives",
-                                "pseudo_max", "pseudo_seed")
-                if getattr(self, key) != type(self).model_fields[key].default]
-        if used and self.pseudo_queries is None:
-            raise ValueError(f"data.{used[0]} needs data.pseudo_queries (a tapt pseudo output)")
-        if self.pseudo_queries is not None and self.batch_by != "none":
-            raise ValueError(f"data.pseudo_queries cannot be mixed with data.batch_by: "
-                             f"{self.batch_by} (pseudo-query rows have no group)")
-        if self.pseudo_mix == "only" and self.weak_pairs != "none":
-            raise ValueError("data.pseudo_mix: only trains on the pseudo-query rows alone; "
-                             "drop data.weak_pairs or mix proportionally")
+        check_pseudo_settings(self)
         return self
 
 

@@ -27,8 +27,11 @@ import numpy as np
 
 from tapt.encoders.base import Encoder
 from tapt.encoders.lexical_branch import combine
+from tapt.encoders.model_paths import resolve_model_path
 from tapt.encoders.preset_record import PresetRecordError, read_preset_record, write_preset_record
+from tapt.retrieval.evaluate import evaluate
 from tapt.retrieval.metrics import METRIC_KEYS
+from tapt.retrieval.retriever_factory import build_retriever
 from tapt.selection.merge import DevSettings, load_sources
 from tapt.selection.merge_export import source_records
 from tapt.training.export import HOW_TO_LOAD, LICENSE_ID, apache_license_text
@@ -36,6 +39,7 @@ from tapt.training.weights import MergeError
 from tapt.util.files import atomic_write_json, atomic_write_text, staging_folder
 from tapt.util.folder_replace import FolderRecord, check_replaceable, replace_folder
 from tapt.util.json_file import read_json
+from tapt.util.outputs import OutputOnInputError, check_apart
 
 COMBINE_FILE = "combine.json"
 DEFAULT_WEIGHTS = (0.0, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0)
@@ -138,8 +142,6 @@ def pick_weight(dense, lexical, names: Sequence[str], dev: DevSettings,
     """Score every weight of ``grid`` on ``dev`` (module docstring); the best weight by
     ``dev.metric`` (ties: the smaller) and every point."""
     from tapt.encoders.factory import ModelOptions, wrap_model
-    from tapt.retrieval.evaluate import evaluate
-    from tapt.retrieval.retriever_factory import build_retriever
 
     options = ModelOptions(dtype=dev.dtype, progress=dev.progress, batch_size=dev.batch_size,
                            max_tokens_per_batch=dev.max_tokens_per_batch)
@@ -165,9 +167,6 @@ def check_combine_output(output: Path, sources: Sequence[str], *, overwrite: boo
     """Before anything loads: ``output`` apart from the two models and ``inputs`` (the dev
     data), and, when it exists, replaceable (``overwrite`` and a combine export holding
     nothing else: :data:`COMBINE_RECORD`)."""
-    from tapt.encoders.model_paths import resolve_model_path
-    from tapt.util.outputs import OutputOnInputError, check_apart
-
     models = []
     for source in sources:
         try:

@@ -9,6 +9,7 @@ from torch import nn
 
 from tapt.encoders.loading import ModelSpec, load_sentence_transformer
 from tapt.recipe import LossSettings
+from tapt.training.clear_loss import ClearLoss
 from tapt.training.lora import merge_lora
 
 
@@ -119,8 +120,6 @@ def build_distillation_loss(model, settings: LossSettings) -> nn.Module:
     if settings.name == "margin_mse":
         return losses.MarginMSELoss(model, similarity_fct=pairwise_cos_sim)
     if settings.name == "clear":
-        from tapt.training.clear_loss import ClearLoss
-
         return ClearLoss(model, xi=settings.clear_margin, weight=settings.clear_weight)
     if settings.name == "distill_kl":
         return losses.DistillKLDivLoss(model, similarity_fct=pairwise_cos_sim,

@@ -46,7 +46,7 @@ def test_pseudo_rows_are_labelled_by_bm25_without_reading_queries_or_qrels(tiny_
     output = tmp_path / "pseudo.jsonl"
     code = main(["pseudo", "--data", str(data), "--teacher", "bm25", "--output", str(output),
                  "--min-words", "3", "--depth", "10",
-                 "--negative-ranks", "4:8", "--negatives", "2", "--quiet"])
+                 "--negatives-from", "4", "--negatives-to", "8", "--negatives", "2", "--quiet"])
     assert code == 0
     rows = rows_of(output)
     corpus = load_beir_folder(tiny_beir_path, ["train"]).corpus
@@ -100,7 +100,8 @@ def test_the_hybrid_teacher_ranks_as_tapt_eval_fuses(tiny_beir_path, tiny_bert_p
 def pseudo_file(tiny_beir_path, tmp_path) -> Path:
     output = tmp_path / "pseudo.jsonl"
     assert main(["pseudo", "--data", str(tiny_beir_path), "--teacher", "bm25", "--output",
-                 str(output), "--min-words", "3", "--depth", "8", "--negative-ranks", "2:8",
+                 str(output), "--min-words", "3", "--depth", "8", "--negatives-from", "2",
+                 "--negatives-to", "8",
                  "--negatives", "2", "--quiet"]) == 0
     return output
 
