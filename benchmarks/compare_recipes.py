@@ -169,11 +169,11 @@ ARMS: dict[str, Arm] = {
     # adapting to the corpus (docs/levers.md, "Adapting to the corpus"): pseudo-queries
     # from the corpus labelled by a teacher, a lexical model in the same vector, CLEAR
     "lexical-bm25": Arm(pseudo="bm25-drop", overrides=[
-        "data.pseudo_mix=only", "data.pseudo_passages=all", "training.epochs=1",
-        "training.eval_steps=40"]),
+        "data.pseudo_mix=only", "data.pseudo_passages=all", "data.pseudo_max=2000",
+        "training.epochs=1", "training.eval_steps=21"]),
     "lexical-bm25-unseen": Arm(pseudo="bm25-drop", overrides=[
-        "data.pseudo_mix=only", "data.pseudo_passages=unseen", "training.epochs=1",
-        "training.eval_steps=40"]),
+        "data.pseudo_mix=only", "data.pseudo_passages=unseen", "data.pseudo_max=2000",
+        "training.epochs=1", "training.eval_steps=21"]),
     "spar": Arm("combine", from_arms=["base", "lexical-bm25"]),
     "spar-unseen": Arm("combine", from_arms=["base", "lexical-bm25-unseen"]),
     "pseudo-hybrid": Arm(pseudo="hybrid-drop", overrides=[
