@@ -60,7 +60,7 @@ console = Console() if sys.stdout.isatty() else Console(width=160)
 def export_arm(name: str, args) -> Path:
     """The arm's export folder under ``--work`` (made by ``tapt export`` when missing; a
     kept one must record the arm's precision)."""
-    from tapt.serving.manifest import read_manifest
+    from tapt.encoders.export_manifest import read_manifest
 
     backend, _, flags = ARMS[name]
     folder = args.work / name

@@ -21,12 +21,12 @@ handler, so that ``tapt --help`` loads none of it. tests/test_import_layers.py c
 from tapt.data.beir import BeirDataset, DataError, Passage, load_beir_folder
 from tapt.data.sources import load_data
 from tapt.encoders.base import Encoder
+from tapt.encoders.exported import ExportedEncoder
 from tapt.encoders.loading import ModelSpec, load_sentence_transformer
 from tapt.encoders.sentence import SentenceTransformerEncoder
 from tapt.retrieval.dense import DenseRetriever
 from tapt.retrieval.evaluate import EvalReport, evaluate
 from tapt.retrieval.metrics import score_run
-from tapt.serving.runtime import ExportedEncoder
 from tapt.util.families import register_family, registered_families
 
 __version__ = "0.1.0"

@@ -1,8 +1,12 @@
 """tapt's layers, bottom up, and the rule that a module imports only from its own layer or
-below, with no cycles (README "Layout", DESIGN.md):
+below, with no cycles (README "Layout"):
 
-    util -> data -> recipe -> encoders, serving -> retrieval, hub -> run_folder -> training
+    util -> data -> recipe -> encoders -> serving -> retrieval, hub -> run_folder -> training
     -> selection -> analysis -> cli
+
+``serving`` (making exports) sits above ``encoders``: it converts and checks a model that
+an encoder loads, while running an export is an encoder's job
+(:mod:`tapt.encoders.exported`), so no encoder imports ``serving``.
 
 Every module under ``tapt/`` is parsed with ``ast`` (nothing is imported); every
 ``import tapt...`` / ``from tapt... import ...``, at module level or inside a function, is
@@ -24,10 +28,10 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "tapt"
 
-LAYERS = ["util", "data", "recipe", "encoders/serving", "retrieval/hub", "run_folder", "training",
-          "selection", "analysis", "cli"]
-PACKAGES = {"util": "util", "data": "data", "recipe": "recipe", "encoders": "encoders/serving",
-            "serving": "encoders/serving",
+LAYERS = ["util", "data", "recipe", "encoders", "serving", "retrieval/hub", "run_folder",
+          "training", "selection", "analysis", "cli"]
+PACKAGES = {"util": "util", "data": "data", "recipe": "recipe", "encoders": "encoders",
+            "serving": "serving",
             "retrieval": "retrieval/hub", "hub": "retrieval/hub", "run_folder": "run_folder",
             "training": "training",
             "selection": "selection", "analysis": "analysis", "cli": "cli"}
@@ -150,6 +154,18 @@ def test_no_module_imports_from_a_higher_layer():
                 upward.append(f"{MODULES[module].relative_to(PACKAGE.parent)}:{line}: "
                               f"{module} ({layer(module)}) imports {target} ({layer(target)})")
     assert not upward, "imports from a higher layer:\n" + "\n".join(upward)
+
+
+def test_no_encoder_imports_serving():
+    """Encoders sit below serving: an export is made by ``serving`` and run by an encoder
+    (:mod:`tapt.encoders.exported`), so no module of ``tapt.encoders`` imports
+    ``tapt.serving``, not even inside a function or for type checking, and no exception
+    allows one."""
+    assert LAYERS.index("serving") > LAYERS.index("encoders")
+    upward = [f"{MODULES[module].relative_to(PACKAGE.parent)}:{line}: {target}"
+              for module, imports in EDGES.items() if layer(module) == "encoders"
+              for target, line, _ in imports if layer(target) == "serving"]
+    assert upward == [], "encoders importing serving:\n" + "\n".join(upward)
 
 
 def test_allowed_exceptions_still_exist():

@@ -71,7 +71,7 @@ def check_serving_args(args: argparse.Namespace) -> None:
         raise ValueError("--threads sets ONNX Runtime's or OpenVINO's threads: add --backend "
                          "onnx or openvino (torch takes OMP_NUM_THREADS)")
     # --dtype, --max-seq-length, --family, --device, --trust-remote-code with an export:
-    # checked against its manifest when it is opened (tapt.serving.runtime.check_export_options)
+    # checked against its manifest when it is opened (tapt.encoders.exported.check_export_options)
 
 
 def show_index(info: dict) -> None:

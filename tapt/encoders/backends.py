@@ -1,6 +1,6 @@
 """Inference backends of tapt's encoders: ``torch`` (default), ``onnx`` (ONNX Runtime) and
 ``openvino`` (OpenVINO), the last two for folders ``tapt export`` wrote
-(:mod:`tapt.serving`), run by :class:`~tapt.serving.runtime.ExportedEncoder`.
+(:mod:`tapt.serving`), run by :class:`~tapt.encoders.exported.ExportedEncoder`.
 
 The runtimes come with extras: ``tapt[onnx]`` (onnx, onnxscript, onnxruntime) and
 ``tapt[openvino]`` (openvino, nncf, and onnx + onnxscript to write the graph it

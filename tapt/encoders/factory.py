@@ -18,11 +18,11 @@ from pathlib import Path
 from tapt.encoders.api import is_api_model, load_api_encoder
 from tapt.encoders.backends import check_backend_name, require_backend
 from tapt.encoders.base import Encoder, TruncatedEncoder
+from tapt.encoders.export_manifest import read_manifest
+from tapt.encoders.exported import ExportedEncoder, check_export_options
 from tapt.encoders.loading import ModelSpec, load_sentence_transformer
 from tapt.encoders.long_passages import LongPassageError, LongPassages
 from tapt.encoders.sentence import SentenceTransformerEncoder
-from tapt.serving.manifest import read_manifest
-from tapt.serving.runtime import ExportedEncoder, check_export_options
 from tapt.util.bounds import (
     BATCH_SIZE,
     CONCURRENCY,
@@ -48,7 +48,7 @@ class ModelOptions:
     the texts per encoding batch of the retriever or analysis that uses the encoder;
     ``long_passages`` how passages longer than the maximum length are encoded (local
     models only: :mod:`tapt.encoders.long_passages`); ``backend`` torch, or onnx /
-    openvino for a ``tapt export`` folder (:class:`~tapt.serving.runtime.ExportedEncoder`,
+    openvino for a ``tapt export`` folder (:class:`~tapt.encoders.exported.ExportedEncoder`,
     run with ``threads`` intra-op threads; None: the runtime's default).
     """
 

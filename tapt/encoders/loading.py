@@ -15,16 +15,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tapt.encoders.backends import check_backend_name
-from tapt.encoders.model_paths import resolve_model_path
-from tapt.encoders.precision import resolve_dtype, torch_dtype
-from tapt.encoders.presets import get_preset
-from tapt.encoders.tokenizer_check import check_tokenizer
-from tapt.serving.manifest import (
+from tapt.encoders.export_manifest import (
     MANIFEST_FILE,
     is_export_folder,
     recorded_backend,
     recorded_source,
 )
+from tapt.encoders.model_paths import resolve_model_path
+from tapt.encoders.precision import resolve_dtype, torch_dtype
+from tapt.encoders.presets import get_preset
+from tapt.encoders.tokenizer_check import check_tokenizer
 from tapt.util.bounds import POSITIVE_INT, check_optional
 from tapt.util.families import FamilyPreset
 from tapt.util.ids import is_hub_id
@@ -252,7 +252,7 @@ def load_sentence_transformer(spec: ModelSpec):
     model whose tokenizer does not fit its weights
     (:func:`tapt.encoders.tokenizer_check.check_tokenizer`). Torch models only: a
     ``tapt export`` folder (ONNX / OpenVINO) is run by
-    :class:`~tapt.serving.runtime.ExportedEncoder`, and refused here in one line.
+    :class:`~tapt.encoders.exported.ExportedEncoder`, and refused here in one line.
 
     Args:
         spec: The model and how to load it; its ``dtype`` (default float32) is the

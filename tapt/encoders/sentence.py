@@ -62,7 +62,7 @@ class SentenceTransformerEncoder(Encoder):
             positive whole number.
 
     An ONNX or OpenVINO model is no SentenceTransformer for this class: ``tapt export``
-    writes one and :class:`~tapt.serving.runtime.ExportedEncoder` runs it. A model that
+    writes one and :class:`~tapt.encoders.exported.ExportedEncoder` runs it. A model that
     sentence-transformers itself loaded with another ``backend`` is encoded by its
     ``encode_query`` / ``encode_document``, without a cache key or a compute dtype.
 

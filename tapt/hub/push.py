@@ -24,13 +24,13 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from tapt.encoders.export_manifest import MANIFEST_FILE, is_export_folder, recorded_source
 from tapt.encoders.loading import is_run_folder
 from tapt.encoders.preset_record import read_record_hint
 from tapt.hub.checks import PushPlan, check_export
 from tapt.hub.errors import PushFailed, PushRefused
 from tapt.hub.secrets_scan import known_tokens
 from tapt.hub.upload import RetryPolicy, StepFailed, describe, exception_chain, with_retries
-from tapt.serving.manifest import MANIFEST_FILE, is_export_folder, recorded_source
 from tapt.util.ids import hub_id_problem
 from tapt.util.redaction import redact
 

@@ -78,8 +78,8 @@ def hub_base(name_or_path: str) -> str | None:
 
 def export_card(spec, settings, manifest: dict, license_id: str | None) -> str:
     """The card's Markdown (``settings``: :class:`~tapt.serving.export_folder.ExportSettings`,
-    ``manifest``: what :func:`~tapt.serving.manifest.write_manifest` wrote, whose ``source``
-    (the model as given to ``tapt export``, its weights digest) the card names)."""
+    ``manifest``: what :func:`~tapt.encoders.export_manifest.write_manifest` wrote, whose
+    ``source`` (the model as given to ``tapt export``, its weights digest) the card names)."""
     recorded = manifest["source"]
     source, revision = recorded["name"], recorded.get("revision")
     base = hub_base(spec.name_or_path)

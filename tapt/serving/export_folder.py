@@ -1,10 +1,10 @@
 """``tapt export``'s folder: a SentenceTransformer converted to one ONNX or OpenVINO graph
 (:mod:`tapt.serving.onnx_export`, :mod:`tapt.serving.openvino_export`), optionally int8,
-beside its tokenizer files, a checked manifest (:mod:`tapt.serving.manifest`), the
+beside its tokenizer files, a checked manifest (:mod:`tapt.encoders.export_manifest`), the
 source's LICENSE and a card that shows how to run it without tapt.
 
 Every export is checked before it is published: the folder is loaded back through
-:class:`~tapt.serving.runtime.ExportedEncoder` and its embeddings of a few hundred texts of
+:class:`~tapt.encoders.exported.ExportedEncoder` and its embeddings of a few hundred texts of
 mixed length (fixed ones and the calibration sample) are compared with the torch model's
 (a float32 export that disagrees is an error; an int8 one records its cosines), and a few
 of them are embedded alone as well as in batches (the largest difference is recorded: a
@@ -26,6 +26,14 @@ from pathlib import Path
 import numpy as np
 
 from tapt.encoders.backends import require_export
+from tapt.encoders.export_manifest import (
+    DYNAMIC_LABEL,
+    MANIFEST_FILE,
+    Preset,
+    read_manifest,
+    write_manifest,
+)
+from tapt.encoders.exported import ExportedEncoder
 from tapt.encoders.model_digest import weights_digest
 from tapt.encoders.model_paths import PACKAGE_SCHEME, resolve_model_path
 from tapt.encoders.preset_record import portable_model_name
@@ -33,16 +41,8 @@ from tapt.encoders.st_inference import stored_prompt
 from tapt.serving import onnx_export, openvino_export
 from tapt.serving.card import export_card, source_file, source_license
 from tapt.serving.graph import ExportError, check_exportable, input_names
-from tapt.serving.manifest import (
-    DYNAMIC_LABEL,
-    MANIFEST_FILE,
-    Preset,
-    read_manifest,
-    write_manifest,
-)
 from tapt.serving.onnx_export import export_onnx, quantize_onnx_dynamic, quantize_onnx_static
 from tapt.serving.openvino_export import export_openvino, quantize_openvino_int8
-from tapt.serving.runtime import ExportedEncoder
 from tapt.util.bounds import CALIBRATION
 from tapt.util.digests import bytes_digest
 from tapt.util.files import atomic_write_text, staging_folder

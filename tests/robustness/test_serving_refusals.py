@@ -186,7 +186,7 @@ EXPORT_FLAGS = [
 
 
 @pytest.mark.reliability(
-    area=AREA, reader="tapt eval / mine / score --backend onnx (tapt.serving.runtime."
+    area=AREA, reader="tapt eval / mine / score --backend onnx (tapt.encoders.exported."
                       "check_export_options)",
     fault="torch loading flags an export fixed when it was made: --max-seq-length 8 (made "
           "with 128), --family qwen3, --device cuda:3, --trust-remote-code, --dtype "
@@ -215,7 +215,7 @@ def test_a_flag_an_export_fixed_is_refused_naming_its_setting(
 
 
 @pytest.mark.reliability(
-    area=AREA, reader="tapt eval --backend onnx (tapt.serving.runtime.check_export_options)",
+    area=AREA, reader="tapt eval --backend onnx (tapt.encoders.exported.check_export_options)",
     fault="the export's own settings given as flags (--max-seq-length 128, its length; "
           "--device cpu; --dtype float32 on a float32 export; --family auto), then "
           "--max-seq-length 64",

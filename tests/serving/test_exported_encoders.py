@@ -21,9 +21,9 @@ import numpy as np
 import pytest
 
 from tapt.cli import main
+from tapt.encoders.export_manifest import MANIFEST_FILE, ExportFolderError
+from tapt.encoders.exported import ExportedEncoder
 from tapt.encoders.factory import EncoderLoader, ModelOptions
-from tapt.serving.manifest import MANIFEST_FILE, ExportFolderError
-from tapt.serving.runtime import ExportedEncoder
 
 needs_onnx = pytest.mark.skipif(
     not all(importlib.util.find_spec(name) for name in ("onnx", "onnxscript", "onnxruntime")),

@@ -19,8 +19,8 @@ import numpy as np
 import pytest
 
 from tapt.cli import main
-from tapt.serving.manifest import MANIFEST_FILE
-from tapt.serving.runtime import ExportedEncoder
+from tapt.encoders.export_manifest import MANIFEST_FILE
+from tapt.encoders.exported import ExportedEncoder
 
 needs_onnx = pytest.mark.skipif(
     not all(importlib.util.find_spec(name) for name in ("onnx", "onnxscript", "onnxruntime")),

@@ -6,14 +6,14 @@ side and run through ONNX Runtime or OpenVINO with a set number of threads. The 
 holds pooling and normalisation, so its output is the embedding.
 
 A graph whose activations are quantised at run time over the whole batch (int8 dynamic:
-:attr:`~tapt.serving.manifest.Manifest.batch_dependent`) is run one text per run: its
+:attr:`~tapt.encoders.export_manifest.Manifest.batch_dependent`) is run one text per run: its
 embedding of a text then depends on that text alone, as every other export's does, so
 metrics do not move with the batch size or with what the embedding cache already held
 (batched, the same evaluation scored nDCG@10 0.597 cold and 0.515 with 17 passages
 cached). Slower than batching, but reproducible and cacheable; a static int8 export
 (``--quantize int8``) batches.
 
-The folder's manifest is checked before anything loads (:mod:`tapt.serving.manifest`);
+The folder's manifest is checked before anything loads (:mod:`tapt.encoders.export_manifest`);
 the embedding cache is keyed on the digests of the graph and tokenizer files.
 """
 
@@ -27,8 +27,8 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from tapt.encoders.base import EncodedBatch, Encoder, TextKind, collect_in_order
+from tapt.encoders.export_manifest import MANIFEST_FILE, ExportFolderError, Manifest, read_manifest
 from tapt.encoders.token_batches import TokenizedTexts, pad_rows, token_budget_batches
-from tapt.serving.manifest import MANIFEST_FILE, ExportFolderError, Manifest, read_manifest
 from tapt.util.bounds import POSITIVE_INT, check_optional
 
 TOKEN_BUDGET = 4096

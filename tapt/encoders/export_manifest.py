@@ -10,6 +10,9 @@ file changed, missing or swapped for another export's is refused, naming the fil
 card (``README.md``) and ``LICENSE`` are not checked: a user may edit them.
 
 The preset is plain JSON so that code without tapt (the card's ten lines) reads it too.
+Both ends of the format live here: :mod:`tapt.serving.export_folder` writes it,
+:class:`~tapt.encoders.exported.ExportedEncoder`, the encoder factory's refusals and
+``tapt push`` read it.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ UNCHECKED = frozenset({MANIFEST_FILE, "README.md", "LICENSE"})
 DYNAMIC_LABEL = "int8 dynamic"
 """The ``quantization.label`` of a graph whose activations are quantised at run time over
 the whole batch (ONNX Runtime's ``quantize_dynamic``): an embedding depends on the texts
-run with it, so :class:`~tapt.serving.runtime.ExportedEncoder` runs it one text per run."""
+run with it, so :class:`~tapt.encoders.exported.ExportedEncoder` runs it one text per run."""
 
 
 class ExportFolderError(ValueError):
