@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tapt.retrieval.search import faiss
+from tapt.retrieval.faiss_extra import faiss, prepare_vectors
 from tapt.util.bounds import POSITIVE_INT, RESCORE, check_optional
 
 PRECISIONS: tuple[str, ...] = ("float32", "int8", "uint8", "binary", "ubinary")
@@ -153,15 +153,6 @@ class QuantizedIndex:
                 **({"calibration": self.calibration}
                    if self.calibration and not self.binary else {})}
 
-    def _prepare(self, vectors: np.ndarray) -> np.ndarray:
-        vectors = np.ascontiguousarray(vectors, dtype=np.float32)
-        if vectors.ndim != 2 or vectors.shape[1] != self.dim:
-            raise ValueError(f"expected vectors of shape (n, {self.dim}), got {vectors.shape}")
-        if self.normalize:
-            vectors = vectors.copy()
-            faiss.normalize_L2(vectors)
-        return vectors
-
     def _quantize(self, vectors: np.ndarray) -> np.ndarray:
         """Prepared float rows as the index's codes (uint8 bytes for the binary index,
         float32 code values for the scalar one)."""
@@ -174,7 +165,7 @@ class QuantizedIndex:
 
     def add(self, vectors: np.ndarray) -> None:
         """Append rows (quantised now, or once the calibration rows are in)."""
-        vectors = self._prepare(vectors)
+        vectors = prepare_vectors(vectors, self.dim, self.normalize)
         if self.binary or self.ranges is not None:
             self.index.add(self._quantize(vectors))
             return
@@ -223,7 +214,7 @@ class QuantizedIndex:
         k = min(POSITIVE_INT.check(top_k, "top_k"), self.size)
         if k == 0:
             raise ValueError("the index is empty")
-        queries = self._prepare(queries)
+        queries = prepare_vectors(queries, self.dim, self.normalize)
         if self.rescore_multiplier is None:
             return self._quantized_search(queries, k)
         depth = min(k * self.rescore_multiplier, self.size)
@@ -245,7 +236,7 @@ class QuantizedIndex:
         """Scores of one query with the rows at ``positions``, as ``search`` ranks them
         (rescored when it rescores)."""
         self._calibrate()
-        query = self._prepare(query[None, :])
+        query = prepare_vectors(query[None, :], self.dim, self.normalize)
         where = np.asarray(positions, dtype=np.int64)
         if self.rescore_multiplier is not None:
             return self._codes(where[None, :])[0] @ query[0]

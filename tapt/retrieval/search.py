@@ -11,30 +11,14 @@ import logging
 
 import numpy as np
 
+from tapt.retrieval.faiss_extra import (
+    FaissMissingError,
+    faiss,
+    faiss_installed,
+    gpu_count,
+    prepare_vectors,
+)
 from tapt.util.bounds import POSITIVE_INT
-
-
-class FaissMissingError(ImportError, ValueError):
-    """faiss is not installed: it comes with an extra (an ImportError; also a ValueError,
-    so the CLI prints it as one ``error:`` line)."""
-
-    def __init__(self) -> None:
-        super().__init__('faiss is not installed; the search needs it: pip install "tapt[cpu]" '
-                         '(faiss-cpu) or "tapt[gpu]" (faiss-gpu-cu12), one of the two',
-                         name="faiss")
-
-
-class _NoFaiss:
-    """Stands in for the faiss module when it is missing: tapt imports, a search raises."""
-
-    def __getattr__(self, name: str):
-        raise FaissMissingError()
-
-
-try:
-    import faiss
-except ImportError:  # faiss is an extra (tapt[cpu] or tapt[gpu])
-    faiss = _NoFaiss()
 
 # torch (and tapt.retrieval.torch_search, which imports it) waits until a torch index is
 # chosen: importing tapt, or searching with faiss, must not import torch.
@@ -42,19 +26,6 @@ except ImportError:  # faiss is an extra (tapt[cpu] or tapt[gpu])
 logger = logging.getLogger(__name__)
 
 SEARCH_BACKENDS = ("auto", "faiss", "torch")
-
-
-def faiss_installed() -> bool:
-    """Whether faiss imported (it is an extra: tapt[cpu] or tapt[gpu])."""
-    return not isinstance(faiss, _NoFaiss)
-
-
-def gpu_count() -> int:
-    """GPUs visible to faiss (0 for faiss-cpu, or without faiss)."""
-    if not faiss_installed():
-        return 0
-    get = getattr(faiss, "get_num_gpus", None)
-    return int(get()) if get is not None else 0
 
 
 class ExactIndex:
@@ -86,18 +57,9 @@ class ExactIndex:
         """Bytes of the stored rows (float32: 4 per dimension)."""
         return int(self.index.code_size) * int(self.index.ntotal)
 
-    def _prepare(self, vectors: np.ndarray) -> np.ndarray:
-        vectors = np.ascontiguousarray(vectors, dtype=np.float32)
-        if vectors.ndim != 2 or vectors.shape[1] != self.dim:
-            raise ValueError(f"expected vectors of shape (n, {self.dim}), got {vectors.shape}")
-        if self.normalize:
-            vectors = vectors.copy()
-            faiss.normalize_L2(vectors)
-        return vectors
-
     def add(self, vectors: np.ndarray) -> None:
         """Append rows to the index."""
-        self.index.add(self._prepare(vectors))
+        self.index.add(prepare_vectors(vectors, self.dim, self.normalize))
         self._gpu_index = None
 
     def _searcher(self):
@@ -114,14 +76,14 @@ class ExactIndex:
         """Inner products of one query with the rows at ``positions`` (as ``search`` would
         score them: normalised when the index normalises)."""
         rows = np.vstack([self.index.reconstruct(int(p)) for p in positions])
-        return rows @ self._prepare(query[None, :])[0]
+        return rows @ prepare_vectors(query[None, :], self.dim, self.normalize)[0]
 
     def search(self, queries: np.ndarray, top_k: int = 100) -> tuple[np.ndarray, np.ndarray]:
         """Exact top-``top_k``: ``(scores, positions)``, each ``(n_queries, k)``; -1 pads."""
         k = min(POSITIVE_INT.check(top_k, "top_k"), self.size)
         if k == 0:
             raise ValueError("the index is empty")
-        return self._searcher().search(self._prepare(queries), k)
+        return self._searcher().search(prepare_vectors(queries, self.dim, self.normalize), k)
 
 
 def choose_backend(requested: str = "auto") -> str:

@@ -23,11 +23,10 @@ Example::
 
 from __future__ import annotations
 
-import faiss
 import numpy as np
 import torch
 
-# faiss (an optional extra) is imported where its normalisation is used, not at module top.
+from tapt.retrieval.faiss_extra import prepare_vectors
 
 DEFAULT_CHUNK_ROWS = 65536
 """Rows per storage chunk (one matmul per query batch and chunk)."""
@@ -40,19 +39,6 @@ def default_devices() -> list[torch.device]:
     if torch.cuda.is_available():
         return [torch.device("cuda", i) for i in range(torch.cuda.device_count())]
     return [torch.device("cpu")]
-
-
-def prepare_vectors(vectors: np.ndarray, dim: int, normalize: bool) -> np.ndarray:
-    """Contiguous float32 ``(n, dim)`` rows, L2-normalised when asked (zero rows stay zero),
-    exactly as :class:`~tapt.retrieval.search.ExactIndex` prepares them (faiss's
-    ``normalize_L2``), so both backends score the same numbers."""
-    vectors = np.ascontiguousarray(vectors, dtype=np.float32)
-    if vectors.ndim != 2 or vectors.shape[1] != dim:
-        raise ValueError(f"expected vectors of shape (n, {dim}), got {vectors.shape}")
-    if normalize:
-        vectors = vectors.copy()
-        faiss.normalize_L2(vectors)
-    return vectors
 
 
 class TorchExactIndex:
