@@ -82,7 +82,6 @@ def zero_shot(args) -> dict:
     from tapt.retrieval.dense import DenseRetriever
     from tapt.retrieval.evaluate import evaluate
     from tapt.training.inputs import load_recipe_data
-    from tapt.training.run import model_spec
 
     cached = args.out / "zero-shot.json"
     if cached.is_file():  # checked: a damaged record is named, not tabulated
@@ -91,7 +90,7 @@ def zero_shot(args) -> dict:
                                        *args.set])
     data = recipe.data
     dataset = load_recipe_data(recipe, with_test=True)  # a carved dev split as training's
-    spec: ModelSpec = model_spec(recipe)
+    spec = ModelSpec.from_settings(recipe.model)
     retriever = DenseRetriever(SentenceTransformerEncoder.load(spec),
                                batch_size=recipe.eval.batch_size, progress=False)
     dev_ids = subcorpus_ids(dataset, data.dev_split, distractors=data.dev_distractors,

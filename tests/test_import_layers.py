@@ -1,8 +1,8 @@
 """tapt's layers, bottom up, and the rule that a module imports only from its own layer or
 below, with no cycles (README "Layout"):
 
-    util -> data -> recipe -> encoders -> serving -> retrieval, hub -> run_folder -> training
-    -> selection -> analysis -> cli
+    util -> data -> recipe -> encoders -> serving -> retrieval, hub -> run_folder -> cards
+    -> training -> selection -> analysis -> cli
 
 ``serving`` (making exports) sits above ``encoders``: it converts and checks a model that
 an encoder loads, while running an export is an encoder's job
@@ -29,11 +29,11 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[1] / "tapt"
 
 LAYERS = ["util", "data", "recipe", "encoders", "serving", "retrieval/hub", "run_folder",
-          "training", "selection", "analysis", "cli"]
+          "cards", "training", "selection", "analysis", "cli"]
 PACKAGES = {"util": "util", "data": "data", "recipe": "recipe", "encoders": "encoders",
             "serving": "serving",
             "retrieval": "retrieval/hub", "hub": "retrieval/hub", "run_folder": "run_folder",
-            "training": "training",
+            "cards": "cards", "training": "training",
             "selection": "selection", "analysis": "analysis", "cli": "cli"}
 """Each package directly inside ``tapt/`` and its layer."""
 ROOT_MODULES = {"__main__": "cli"}

@@ -30,6 +30,7 @@ import yaml
 from tapt.analysis.pairing import WHOLE, DataKey, check_pair, data_key, unfingerprinted_note
 from tapt.analysis.result_files import read_result
 from tapt.analysis.run_records import TEST_FILE, overlap_rows, run_gate, split_records
+from tapt.cards.dev_history import dev_curve, dev_table, guard_key, metrics_table
 from tapt.data.beir import strictness
 from tapt.data.fingerprint import files_digest, ids_digest
 from tapt.data.relevance import choose_rule
@@ -48,7 +49,6 @@ from tapt.run_folder.records import (
     read_history,
 )
 from tapt.run_folder.split_records import carve_lines, decontamination_lines, overlap_lines
-from tapt.training.dev_history import dev_curve, dev_table, guard_key, metrics_table
 from tapt.training.zero_shot_gate import gate_lines, gate_message
 from tapt.util.figures import save
 

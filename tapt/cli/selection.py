@@ -163,7 +163,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
         check_run_carve(Path(args.pick_on_dev), own.dataset.carved)
         dev = replace(own, grid=grid, metric=args.metric,
                       device=args.device, progress=terminal.show_progress(args),
-                      guard=_guard_set(args))
+                      guard=_guard_set(args), guard_tolerance=args.guard_tolerance)
     elif args.pick_on_dev:
         from tapt.data.beir import strictness
         from tapt.data.sources import has_split, load_data
@@ -182,7 +182,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
                           with_title=not args.no_title, batch_size=args.batch_size,
                           max_tokens_per_batch=args.max_tokens_per_batch, dtype=args.dtype,
                           device=args.device, progress=terminal.show_progress(args),
-                          guard=_guard_set(args))
+                          guard=_guard_set(args), guard_tolerance=args.guard_tolerance)
     result = merge(args.models, args.output, weights=args.weights, dev=dev, family=args.family,
                    trust_remote_code=args.trust_remote_code, overwrite=args.overwrite,
                    export_dtype=args.export_dtype)
@@ -232,15 +232,15 @@ def _check_guard_flags(args: argparse.Namespace) -> None:
 
 
 def _guard_set(args: argparse.Namespace):
-    """``--guard-data``'s :class:`~tapt.selection.merge.GuardSet` (None without it)."""
+    """``--guard-data``'s :class:`~tapt.training.guard_data.GuardSet` (None without it;
+    the whole corpus)."""
     if args.guard_data is None:
         return None
-    from tapt.selection.merge import GuardSet
-    from tapt.training.guard_data import load_guard_data
+    from tapt.training.guard_data import GuardSet, load_guard_data
 
     dataset = load_guard_data(args.guard_data, args.guard_split,
                               relevant_from=args.guard_relevant_from, lenient=args.guard_lenient)
-    return GuardSet(dataset, split=args.guard_split, tolerance=args.guard_tolerance)
+    return GuardSet(dataset, args.guard_split, corpus_ids=None)
 
 
 # tapt sweep (tapt.selection.sweep) ------------------------------------------------------
@@ -416,7 +416,7 @@ def test_of_export(recipe, model_folder: Path) -> Path:
 
     dataset = load_recipe_data(recipe, with_test=True)
     model, _ = load_model(str(model_folder), ModelOptions(dtype="float32"))
-    report = report_on_test(model, dataset, recipe, name=str(model_folder))
+    report = report_on_test(model, dataset, recipe.eval, recipe.data, name=str(model_folder))
     target = model_folder.with_name(f"{model_folder.name}-test.json")
     report.write_json(target)
     return target

@@ -99,6 +99,15 @@ class ModelSpec:
     def preset(self) -> FamilyPreset:
         return get_preset(self.family, self.name_or_path)
 
+    @classmethod
+    def from_settings(cls, settings) -> ModelSpec:
+        """A recipe's ``model`` section (:class:`~tapt.recipe.schema.ModelSettings`) as the
+        spec that loads the SentenceTransformer to train."""
+        return cls(settings.name, family=settings.family,
+                   max_seq_length=settings.max_seq_length, pooling=settings.pooling,
+                   query_prompt=settings.query_prompt, document_prompt=settings.document_prompt,
+                   trust_remote_code=settings.trust_remote_code, revision=settings.revision)
+
 
 def ensure_eos_appended(tokenizer) -> bool:
     """Make a fast tokenizer end every sequence with its EOS token; True if it changed.

@@ -105,3 +105,35 @@ def compute_context(model, dtype_name_: str | None):
         raise ValueError(f"the model's weights are {dtype_name(parameter.dtype)}; load it in "
                          "float32 to encode in float32")
     return torch.autocast(device_type=device_type, dtype=target)
+
+
+def has_accelerator() -> bool:
+    import torch
+
+    mps = getattr(torch.backends, "mps", None)
+    return torch.cuda.is_available() or bool(mps and mps.is_available()) or (
+        hasattr(torch, "xpu") and torch.xpu.is_available())
+
+
+def training_bf16(setting: bool | str) -> tuple[bool, str]:
+    """``training.bf16`` as the trainer takes it, and why: ``auto`` is bf16 mixed precision
+    where the training device (the CUDA GPU, else the CPU; float32 on MPS or XPU) computes
+    bf16 natively (:func:`~tapt.encoders.precision.native_bf16`), float32 elsewhere."""
+    if setting != "auto":
+        return bool(setting), f"training.bf16: {str(bool(setting)).lower()}"
+    import torch
+
+    if not torch.cuda.is_available() and has_accelerator():
+        return False, "training.bf16: auto, on MPS or XPU float32"
+    found = native_bf16("cuda" if torch.cuda.is_available() else "cpu")
+    if found:
+        return True, f"training.bf16: auto, {found}"
+    where = ("a GPU without native bf16" if torch.cuda.is_available() else
+             "a CPU without AMX or AVX512-BF16")
+    return False, f"training.bf16: auto, {where}"
+
+
+def bf16_label(setting: bool | str) -> str:
+    """The card's cell: ``true``, ``false``, or under ``auto`` the choice and why."""
+    bf16, why = training_bf16(setting)
+    return str(bf16).lower() + (f" ({why})" if setting == "auto" else "")

@@ -123,6 +123,20 @@ _HINTS_WARNED: set[tuple[str, str]] = set()
 """(problem, fallback) pairs :func:`read_record_hint` has warned of in this process."""
 
 
+def base_model_id(name: str) -> str | None:
+    """The Hub id of the model ``name`` (a recipe's ``model.name``, a source model) started
+    from, through any chain of tapt runs (``tapt_preset.json`` records it), or None when
+    that first model is a ``package:`` or a local folder: the ``base_model`` of every card
+    tapt writes."""
+    try:
+        base = base_model_of(name)
+    except (OSError, ValueError):  # an unreadable record: no claim about the base
+        return None
+    if base.startswith(PACKAGE_SCHEME) or Path(base).exists() or not is_hub_id(base):
+        return None
+    return base
+
+
 def read_record_hint(name_or_path: str, fallback: str) -> dict[str, Any] | None:
     """The checked record where it is only a hint (what to label a result, which backend
     to expect, the base model to name): a bad one is logged as a warning that says what

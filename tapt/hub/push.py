@@ -88,6 +88,23 @@ def check_environment(repo_id: str, dry_run: bool) -> None:
                           "takes a token as an argument)")
 
 
+def check_run_push(hub) -> None:
+    """Before a training run: a recipe whose ``hub`` section (``HubSettings``) pushes at the
+    end needs a valid repo id and a token."""
+    if hub.repo_id:
+        check_environment(hub.repo_id, dry_run=False)
+
+
+def push_run_export(folder: Path, hub, *, run_name: str, trust_remote_code: bool) -> None:
+    """Push a run's export as its recipe's ``hub`` section says (call on the main process);
+    ``run_name``: the run folder's name (the default commit message's)."""
+    if not hub.repo_id:
+        return
+    push_export(folder, hub.repo_id, private=hub.private, revision=hub.revision,
+                commit_message=hub.commit_message or f"tapt: {run_name}",
+                license=hub.license, trust_remote_code=trust_remote_code)
+
+
 def default_commit_message(folder: Path) -> str:
     """``tapt: NAME``, NAME being the run's folder for ``runs/NAME/final`` (as a recipe's
     push says), else the folder's own name."""

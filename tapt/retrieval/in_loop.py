@@ -83,8 +83,8 @@ class RetrievalEvaluator(BaseEvaluator):
             the model's maximum length).
         on_nonfinite: ``raise`` a :class:`NonFiniteEmbeddingsError`, or ``record`` it
             (metrics file and :attr:`refusals`) and return NaN metrics.
-        guard: Another evaluator (the recipe's ``eval.guard_data``) run after this one at
-            every call, on every rank: its metrics are returned and recorded with a
+        guard_evaluator: The guard set's evaluator (the recipe's ``eval.guard_data``), run
+            after this one at every call, on every rank: its metrics are returned and recorded with a
             ``guard_`` prefix (``guard_binary_ndcg@10``; the trainer logs
             ``eval_guard_binary_ndcg@10``); they never choose the best checkpoint.
 
@@ -105,7 +105,7 @@ class RetrievalEvaluator(BaseEvaluator):
                  truncate_dim: int | None = None, dtype: str | None = "auto",
                  max_tokens_per_batch: int | None = None,
                  on_nonfinite: Literal["raise", "record"] = "raise",
-                 guard: RetrievalEvaluator | None = None) -> None:
+                 guard_evaluator: RetrievalEvaluator | None = None) -> None:
         super().__init__()
         if metric not in METRIC_KEYS:
             raise ValueError(f"metric must be one of {METRIC_KEYS}, got {metric!r}")
@@ -124,7 +124,7 @@ class RetrievalEvaluator(BaseEvaluator):
         self.max_tokens_per_batch = check_optional(POSITIVE_INT, max_tokens_per_batch,
                                                    "max_tokens_per_batch")
         self.on_nonfinite = on_nonfinite
-        self.guard = guard
+        self.guard_evaluator = guard_evaluator
         self.history: list[dict] = []
         self.refusals: list[dict] = []
 
@@ -164,9 +164,9 @@ class RetrievalEvaluator(BaseEvaluator):
         metrics = self.prefix_name_to_metrics(dict(values), self.name)
         if not outcome["error"]:  # dev only: the guard set is not this evaluator's metric
             self.store_metrics_in_model_card_data(model, metrics, epoch, steps)
-        if self.guard is not None:  # not prefix_name_to_metrics: it renames primary_metric
+        if self.guard_evaluator is not None:  # not prefix_name_to_metrics: renames the primary
             guard_values = self.guard_metrics(model, steps, record)
-            metrics.update({f"{self.guard.name}_{key}": float(value)
+            metrics.update({f"{self.guard_evaluator.name}_{key}": float(value)
                             for key, value in guard_values.items()})
         self.history.append(record)
         if self.metrics_file:
@@ -174,13 +174,13 @@ class RetrievalEvaluator(BaseEvaluator):
         return metrics
 
     def guard_metrics(self, model, steps: int, record: dict) -> dict[str, float]:
-        """Evaluate :attr:`guard`; its metrics go into ``record`` as ``guard_<metric>``
-        and its time as ``guard_seconds`` (None, with ``guard_error``, when refused for
-        non-finite embeddings: NaN returned)."""
+        """Evaluate :attr:`guard_evaluator`; its metrics go into ``record`` as
+        ``guard_<metric>`` and its time as ``guard_seconds`` (None, with ``guard_error``,
+        when refused for non-finite embeddings: NaN returned)."""
         start = time.perf_counter()
-        outcome, _ = self.guard.measure(model)
+        outcome, _ = self.guard_evaluator.measure(model)
         record["guard_seconds"] = time.perf_counter() - start
-        values = logged_values(self.guard.name, steps, outcome)
+        values = logged_values(self.guard_evaluator.name, steps, outcome)
         if outcome["error"]:
             record.update({f"guard_{key}": None for key in METRIC_KEYS},
                           guard_error=outcome["error"])

@@ -1,12 +1,16 @@
 """What a run folder records of its run, written whole and read back checked:
-``results.json`` (:func:`write_results`; its fields' checks: :func:`best_step_problem`,
-:func:`metrics_row_problem`) and ``metrics.jsonl``, the dev evaluation history
-(:func:`read_history`, each line checked by :func:`history_problem`)."""
+``results.json`` (:class:`RunResults`, which every TAPT and DAPT writer fills, and the one
+builder of its content, :func:`results_content`, written by :func:`write_results`; its
+fields' checks: :func:`best_step_problem`, :func:`metrics_row_problem`) and
+``metrics.jsonl``, the dev evaluation history (:func:`read_history`, each line checked by
+:func:`history_problem`)."""
 
 from __future__ import annotations
 
 import json
 import logging
+from dataclasses import dataclass, field
+from typing import Any
 
 from tapt.data.lines import DataError
 from tapt.retrieval.metrics import METRIC_KEYS
@@ -18,10 +22,127 @@ from tapt.util.provenance import provenance
 logger = logging.getLogger(__name__)
 
 
-def write_results(run: RunDir, results: dict) -> None:
-    """``results.json``, written whole or not at all, secrets redacted, with its
-    :func:`~tapt.util.provenance.provenance` (versions, date, command)."""
-    atomic_write_json(run.results_file, {**results, "provenance": provenance()})
+GATE_KEY = "zero_shot_gate"
+"""``results.json``'s field of the zero-shot gate (:mod:`tapt.training.zero_shot_gate`)."""
+
+
+FINISHED = "finished"
+STOPPED_NONFINITE = "stopped: non-finite"
+
+
+@dataclass(frozen=True)
+class DevOutcome:
+    """A TAPT run's dev outcome: the summary rows and the best checkpoint's step."""
+
+    summary: dict[str, dict[str, float]]
+    """``zero-shot dev``, ``best dev`` (guard, averaged, test rows), as the card shows them."""
+    best_step: int | None
+
+
+@dataclass(frozen=True)
+class ExportOutcome:
+    """What a finished TAPT run exported and how its dev evaluations ran."""
+
+    export: dict
+    """What the exported weights are (``{"kind": "best", ...}`` or the average's record)."""
+    eval_dtype: str | None
+    """The dtype of the last dev evaluation (None: none ran)."""
+    refused_evaluations: int
+    """Dev evaluations refused for non-finite embeddings."""
+
+
+@dataclass(frozen=True)
+class DaptFacts:
+    """What a DAPT run trained on."""
+
+    objective: str
+    sequence_length: int
+    training_passages: int
+    held_out_passages: int
+
+
+@dataclass(frozen=True)
+class NonFiniteRecord:
+    """The non-finite guard's record of a finished run: the skipped steps and its events."""
+
+    skipped_steps: int
+    events: list
+
+
+@dataclass(frozen=True)
+class NonFiniteStop:
+    """A run the non-finite guard stopped: its events and the last complete checkpoint
+    (None when none was kept)."""
+
+    events: list
+    last_checkpoint: str | None
+
+
+@dataclass(frozen=True)
+class RunResults:
+    """``results.json``'s content, typed: a TAPT or DAPT run finished, stopped on a
+    non-finite value, or refused by the zero-shot gate. Each writer fills the parts it has;
+    :func:`results_content` is the one place that turns it into the file's fields."""
+
+    status: str
+    history: list[dict]
+    error: str | None = None
+    dapt: DaptFacts | None = None
+    dev: DevOutcome | None = None
+    exported: ExportOutcome | None = None
+    training_bf16: bool | None = None
+    nonfinite: NonFiniteRecord | None = None
+    stop: NonFiniteStop | None = None
+    data: dict[str, Any] = field(default_factory=dict)
+    """What the run recorded of its data: ``relevance``, ``dev_carve``, ``decontaminated``,
+    ``pseudo_queries``, ``weak_pairs`` (those made)."""
+    zero_shot_gate: dict | None = None
+
+
+def results_content(results: RunResults) -> dict:
+    """``results.json``'s fields (before provenance), in the order tapt has always written
+    them: status and error, what was trained, the outcome, precision, non-finite records,
+    the data records, the gate, the history. The only builder of that content."""
+    content: dict[str, Any] = {"status": results.status}
+    if results.error is not None:
+        content["error"] = results.error
+    if results.dapt is not None:
+        facts = results.dapt
+        content.update(objective=facts.objective, sequence_length=facts.sequence_length,
+                       training_passages=facts.training_passages,
+                       held_out_passages=facts.held_out_passages)
+    if results.dev is not None:
+        content.update(summary=results.dev.summary, best_step=results.dev.best_step)
+    if results.exported is not None:
+        content["export"] = results.exported.export
+    if results.training_bf16 is not None:
+        content["training_bf16"] = results.training_bf16
+    if results.exported is not None:
+        content["eval_dtype"] = results.exported.eval_dtype
+    if results.nonfinite is not None:
+        content.update(nonfinite_steps=results.nonfinite.skipped_steps,
+                       nonfinite_events=results.nonfinite.events)
+    if results.stop is not None:
+        content["nonfinite_events"] = results.stop.events
+    if results.exported is not None:
+        content["refused_evaluations"] = results.exported.refused_evaluations
+    if results.stop is not None:
+        content["last_checkpoint"] = results.stop.last_checkpoint
+    content.update(results.data)
+    if results.zero_shot_gate is not None:
+        content[GATE_KEY] = results.zero_shot_gate
+    content["history"] = results.history
+    return content
+
+
+def write_results(run: RunDir, results: RunResults) -> None:
+    """``results.json`` (:func:`results_content`), written whole or not at all, secrets
+    redacted, with its :func:`~tapt.util.provenance.provenance` (versions, date, command);
+    anything but a :class:`RunResults` is a ``TypeError`` (no writer composes the file's
+    fields itself)."""
+    if not isinstance(results, RunResults):
+        raise TypeError(f"results.json is written from a RunResults, got {type(results).__name__}")
+    atomic_write_json(run.results_file, {**results_content(results), "provenance": provenance()})
 
 
 def read_history(run: RunDir, *, require_metrics: bool = False) -> list[dict]:

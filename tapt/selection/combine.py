@@ -25,6 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
+from tapt.cards.combine_card import combine_card
+from tapt.cards.common import apache_license_text
 from tapt.encoders.base import Encoder
 from tapt.encoders.lexical_branch import combine
 from tapt.encoders.model_paths import resolve_model_path
@@ -34,7 +36,6 @@ from tapt.retrieval.metrics import METRIC_KEYS
 from tapt.retrieval.retriever_factory import build_retriever
 from tapt.selection.merge import DevSettings, load_sources
 from tapt.selection.merge_export import source_records
-from tapt.training.export import HOW_TO_LOAD, LICENSE_ID, apache_license_text
 from tapt.training.weights import MergeError
 from tapt.util.files import atomic_write_json, atomic_write_text, staging_folder
 from tapt.util.folder_replace import FolderRecord, check_replaceable, replace_folder
@@ -193,43 +194,6 @@ def check_grid(grid: Sequence[float]) -> list[float]:
     return grid
 
 
-def combine_card(records: list[dict], weight: float, points: list[WeightPoint],
-                 metric: str | None, dev_info: dict) -> str:
-    from huggingface_hub import ModelCardData
-
-    names = [record["model"] for record in records]
-    title = f"tapt combine of {names[0]} and the lexical model {names[1]}"
-    card = ModelCardData(license=LICENSE_ID, library_name="sentence-transformers",
-                         pipeline_tag="sentence-similarity", model_name=title,
-                         tags=["sentence-transformers", "sentence-similarity", "tapt", "spar"])
-    lines = ["---", card.to_yaml(), "---", "", f"# {title}", "",
-             "A dense model and a lexical model (trained to imitate BM25, as in SPAR, Chen et "
-             "al. 2022) in one vector, made with `tapt combine`: " + FORMULA + f", w = {weight:g}. "
-             "One index of these vectors ranks as the dense model fused with the lexical one.",
-             "", "| part | model | revision |", "|---|---|---|",
-             f"| dense | `{names[0]}` | {records[0]['revision'] or '-'} |",
-             f"| lexical | `{names[1]}` | {records[1]['revision'] or '-'} |"]
-    if points:
-        lines += ["", "### Weight picked on dev", "",
-                  f"Each weight was scored on `{dev_info.get('data')}` "
-                  f"{dev_info.get('split', 'dev')}; the best `{metric}` was kept (ties: the "
-                  "smaller weight).", "",
-                  "| w | " + " | ".join(METRIC_KEYS) + " | |",
-                  "|---:|" + "---:|" * len(METRIC_KEYS) + "---|"]
-        lines += [f"| {p.weight:g} | " + " | ".join(f"{p.metrics[k]:.4f}" for k in METRIC_KEYS)
-                  + (" | picked |" if p.weight == weight else " | |") for p in points]
-    lines += ["", "### Loading", "",
-              "The lexical branch is a module of tapt's (`tapt.encoders.lexical_branch`); "
-              "sentence-transformers imports a module class of another package only when "
-              "asked to (no code is read from this folder):", "", "```python",
-              "# pip install tapt", "from sentence_transformers import SentenceTransformer",
-              "model = SentenceTransformer(PATH, trust_remote_code=True)",
-              "queries = model.encode_query([...]); passages = model.encode_document([...])",
-              "```", "", "`tapt eval --model PATH` and `tapt export PATH` load it as they are.",
-              "", HOW_TO_LOAD]
-    return "\n".join(lines)
-
-
 def combine_models(dense_name: str, lexical_name: str, output: str | Path, *,
                    weight: float | None = None, dev: DevSettings | None = None,
                    grid: Sequence[float] = DEFAULT_WEIGHTS, overwrite: bool = False,
@@ -269,7 +233,8 @@ def combine_models(dense_name: str, lexical_name: str, output: str | Path, *,
         "files": entries})
     atomic_write_text(staging / "README.md", combine_card(
         records, weight, points, None if dev is None else dev.metric,
-        {"data": str(dev.dataset.source) if dev else None, "split": dev.split if dev else None}))
+        {"data": str(dev.dataset.source) if dev else None, "split": dev.split if dev else None},
+        formula=FORMULA))
     replace_folder(staging, output, overwrite=overwrite, record=COMBINE_RECORD,
                    error=MergeError)
     return CombineResult(output=output, weight=weight, points=points,

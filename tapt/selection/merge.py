@@ -45,12 +45,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from tapt.cards.common import data_label
 from tapt.retrieval.evaluate import evaluate
 from tapt.retrieval.metrics import METRIC_KEYS
 from tapt.retrieval.retriever_factory import build_retriever
 from tapt.run_folder.split_records import record_problem
 from tapt.selection.merge_export import check_merge_output, export_merge
 from tapt.selection.merge_types import DevSelection, GridPoint
+from tapt.training.guard_data import GuardSet
 from tapt.training.weights import MergeError, merge_into, merge_state_dicts
 from tapt.util.bounds import FRACTION
 
@@ -223,24 +225,6 @@ def best_weight(points: Sequence[GridPoint], metric: str,
                if point.metrics[metric] >= best - TIE_TOLERANCE)
 
 
-def data_label(source: str) -> str:
-    """A dataset as a card and ``merge.json`` name it: a local folder by its name (no path
-    of this machine), anything else (a Hub id) as is."""
-    return Path(source).name if source and Path(source).exists() else source
-
-
-@dataclass
-class GuardSet:
-    """The guard criterion of :func:`pick_on_dev`: a second (out-of-domain) dataset and split
-    evaluated at every weight, and how much of the second model's guard metric a pick may
-    lose."""
-
-    dataset: BeirDataset
-    split: str = "test"
-    corpus_ids: Sequence[str] | None = None
-    tolerance: float = 0.01
-
-
 @dataclass
 class DevSettings:
     """How :func:`pick_on_dev` evaluates: the dataset and split, the sub-corpus, the
@@ -260,6 +244,10 @@ class DevSettings:
     progress: bool = False
     info: dict = field(default_factory=dict)
     guard: GuardSet | None = None
+    """The guard set (:class:`~tapt.training.guard_data.GuardSet`: a second, out-of-domain
+    dataset and split) evaluated at every weight, as a TAPT run evaluates its own."""
+    guard_tolerance: float = 0.01
+    """How much of the second model's guard metric a pick may lose (with ``guard``)."""
 
 
 def pick_on_dev(models: Sequence, names: Sequence[str], settings: DevSettings, *,
@@ -292,10 +280,10 @@ def pick_on_dev(models: Sequence, names: Sequence[str], settings: DevSettings, *
     del work
     if guard is not None:
         info.update(guard_data=data_label(guard.dataset.source), guard_split=guard.split,
-                    guard_tolerance=guard.tolerance)
+                    guard_tolerance=settings.guard_tolerance)
     return DevSelection(points=points, metric=settings.metric,
                         picked=best_weight(points, settings.metric,
-                                           None if guard is None else guard.tolerance),
+                                           None if guard is None else settings.guard_tolerance),
                         info={**settings.info, **info})
 
 

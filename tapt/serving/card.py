@@ -9,8 +9,7 @@ from pathlib import Path
 
 from huggingface_hub import ModelCard, ModelCardData, try_to_load_from_cache
 
-from tapt.encoders.preset_record import base_model_of
-from tapt.util.ids import is_hub_id
+from tapt.encoders.preset_record import base_model_id
 
 RUNTIME = {
     "onnx": ("onnxruntime", 'onnxruntime.InferenceSession("model.onnx").run',
@@ -67,22 +66,13 @@ def source_license(source: str, revision: str | None) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def hub_base(name_or_path: str) -> str | None:
-    """The Hub id the source started from (through tapt runs), or None."""
-    try:
-        base = base_model_of(name_or_path)
-    except (OSError, ValueError):
-        return None
-    return base if is_hub_id(base) and not Path(base).exists() else None
-
-
 def export_card(spec, settings, manifest: dict, license_id: str | None) -> str:
     """The card's Markdown (``settings``: :class:`~tapt.serving.export_folder.ExportSettings`,
     ``manifest``: what :func:`~tapt.encoders.export_manifest.write_manifest` wrote, whose
     ``source`` (the model as given to ``tapt export``, its weights digest) the card names)."""
     recorded = manifest["source"]
     source, revision = recorded["name"], recorded.get("revision")
-    base = hub_base(spec.name_or_path)
+    base = base_model_id(spec.name_or_path)
     title = f"{source} for serving ({settings.label()})"
     tags = ["sentence-similarity", "tapt", settings.backend,
             *(["int8"] if settings.quantize else [])]

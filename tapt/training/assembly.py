@@ -15,16 +15,15 @@ from typing import Any
 
 from transformers import set_seed
 
-from tapt.encoders.loading import load_sentence_transformer
+from tapt.cards.run_card import set_card_metadata
+from tapt.encoders.loading import ModelSpec, load_sentence_transformer
 from tapt.recipe import Recipe
 from tapt.run_folder.layout import RunDir
 from tapt.training.arguments import common_arguments
-from tapt.training.export import set_card_metadata
 from tapt.training.guard_data import GUARD_NAME, GuardSet
 from tapt.training.inputs import TrainingInputs
 from tapt.training.lora import add_lora
 from tapt.training.nonfinite import NonFiniteGuard, QueryIdsCollator
-from tapt.training.run import model_spec
 from tapt.util.process_group import is_main_process
 
 EVAL_NAME = "dev"
@@ -40,7 +39,8 @@ class RunParts:
     loss: Any
     evaluator: Any
     """The dev :class:`~tapt.retrieval.in_loop.RetrievalEvaluator` (with the guard set's)."""
-    guard: NonFiniteGuard
+    nonfinite_guard: NonFiniteGuard
+    """The non-finite guard (:mod:`tapt.training.nonfinite`): loss, gradients, evaluations."""
 
 
 def build_parts(recipe: Recipe, inputs: TrainingInputs, metrics_file: Path) -> RunParts:
@@ -50,15 +50,15 @@ def build_parts(recipe: Recipe, inputs: TrainingInputs, metrics_file: Path) -> R
     from tapt.training.losses import build_loss
 
     set_seed(recipe.training.seed)
-    model = load_sentence_transformer(model_spec(recipe))
+    model = load_sentence_transformer(ModelSpec.from_settings(recipe.model))
     if recipe.model.lora.enabled:
         add_lora(model, recipe.model.lora)
     set_card_metadata(model, recipe)
     loss = build_loss(model, recipe.loss)
     evaluator = dev_evaluator(recipe, inputs, metrics_file if is_main_process() else None)
-    guard = NonFiniteGuard(recipe.training.on_nonfinite, recipe.training.max_nonfinite_steps,
-                           evaluator=evaluator)
-    return RunParts(model=model, loss=loss, evaluator=evaluator, guard=guard)
+    nonfinite_guard = NonFiniteGuard(recipe.training.on_nonfinite,
+                                     recipe.training.max_nonfinite_steps, evaluator=evaluator)
+    return RunParts(model=model, loss=loss, evaluator=evaluator, nonfinite_guard=nonfinite_guard)
 
 
 def dev_evaluator(recipe: Recipe, inputs: TrainingInputs, metrics_file: Path | None):
@@ -70,12 +70,12 @@ def dev_evaluator(recipe: Recipe, inputs: TrainingInputs, metrics_file: Path | N
               "top_k": settings.top_k, "with_title": recipe.data.with_title,
               "dtype": settings.dtype, "max_tokens_per_batch": settings.max_tokens_per_batch,
               "on_nonfinite": "record"}
-    guard: GuardSet | None = inputs.guard
-    guard_evaluator = None if guard is None else RetrievalEvaluator(
-        guard.dataset, guard.split, guard.corpus_ids, name=GUARD_NAME, **common)
+    guard_set: GuardSet | None = inputs.guard_set
+    guard_evaluator = None if guard_set is None else RetrievalEvaluator(
+        guard_set.dataset, guard_set.split, guard_set.corpus_ids, name=GUARD_NAME, **common)
     return RetrievalEvaluator(inputs.dataset, recipe.data.dev_split, inputs.dev_ids,
                               name=EVAL_NAME, metrics_file=None if metrics_file is None
-                              else str(metrics_file), guard=guard_evaluator, **common)
+                              else str(metrics_file), guard_evaluator=guard_evaluator, **common)
 
 
 def build_trainer(recipe: Recipe, inputs: TrainingInputs, parts: RunParts, run: RunDir,
@@ -88,7 +88,7 @@ def build_trainer(recipe: Recipe, inputs: TrainingInputs, parts: RunParts, run: 
                               groups=inputs.groups)
     trainer = TaptTrainer(model=parts.model, args=args, train_dataset=inputs.train_rows,
                           loss=parts.loss, evaluator=parts.evaluator, callbacks=callbacks,
-                          guard=parts.guard)
+                          nonfinite_guard=parts.nonfinite_guard)
     trainer.data_collator = QueryIdsCollator(trainer.data_collator, inputs.query_ids)
     return trainer
 

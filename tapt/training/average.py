@@ -19,7 +19,7 @@ sentence-transformers' public loader (the model's class on the folder, as ``tapt
 loads an export). Under several processes rank 0, which wrote the checkpoints, chooses
 them and broadcasts the list (:func:`tapt.retrieval.sharding.broadcast`, which is also the
 barrier: no rank reads before rank 0 has chosen); every rank then reads the same folders.
-The caller checks the mean is finite (:func:`tapt.training.run.check_exportable`).
+The caller checks the mean is finite (:func:`tapt.training.nonfinite.check_exportable`).
 
 Limits: the N state dicts are held on the CPU at once (N x the float32 model); every rank
 reads the checkpoints, so the run folder must be on a filesystem all ranks see.
@@ -31,9 +31,10 @@ from pathlib import Path
 
 from tapt.recipe import RecipeError
 from tapt.recipe.selection import saved_checkpoints
-from tapt.retrieval.sharding import broadcast, is_main
+from tapt.retrieval.sharding import broadcast
 from tapt.run_folder.layout import RunDir, checkpoint_step
 from tapt.training.weights import merge_into
+from tapt.util.process_group import is_main_process
 
 
 def check_saves(trainer, count: int) -> None:
@@ -67,7 +68,7 @@ def chosen_checkpoints(run: RunDir, count: int) -> list[Path]:
     """:func:`last_checkpoints` as rank 0 finds them, on every rank (collective: call on
     every rank); rank 0's error is raised on every rank."""
     chosen = None
-    if is_main():
+    if is_main_process():
         try:
             chosen = {"names": [folder.name for folder in last_checkpoints(run, count)]}
         except RecipeError as err:

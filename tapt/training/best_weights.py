@@ -13,19 +13,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tapt.recipe import Recipe
+from tapt.recipe import EvalSettings
 from tapt.retrieval.metrics import METRIC_KEYS
 from tapt.run_folder.layout import RunDir, checkpoint_step
-from tapt.run_folder.records import read_history
+from tapt.run_folder.records import DevOutcome, read_history
 from tapt.training.assembly import RunParts
 from tapt.training.average import average_last
 from tapt.training.errors import NonFiniteTrainingError
-from tapt.training.run import check_exportable
+from tapt.training.nonfinite import check_exportable
 from tapt.training.zero_shot_gate import enforce, zero_shot_gate
 
 
 @dataclass
-class Selection:
+class ChosenWeights:
     """The weights chosen for export and the dev record of the run."""
 
     best_step: int | None
@@ -41,18 +41,26 @@ class Selection:
         """results.json's ``export``: what the exported weights are."""
         return self.averaged or {"kind": "best", "steps": [self.best_step]}
 
+    @property
+    def dev(self) -> DevOutcome:
+        """results.json's ``summary`` and ``best_step``."""
+        return DevOutcome(summary=self.summary, best_step=self.best_step)
 
-def select_weights(trainer, run: RunDir, recipe: Recipe, parts: RunParts, records: dict, *,
-                   zero_shot_test: dict[str, float] | None = None) -> Selection:
-    """Choose, check and (with ``average_last``) average the weights to export; call on every
-    rank. ``records``: the data records results.json keeps (written with a failed gate);
-    ``zero_shot_test``: the untrained model's test metrics, a summary row when given."""
+
+def select_weights(trainer, run: RunDir, parts: RunParts, records: dict, *,
+                   settings: EvalSettings, average_last_n: int | None,
+                   zero_shot_test: dict[str, float] | None = None) -> ChosenWeights:
+    """Choose, check and (with ``average_last_n``, the recipe's ``training.average_last``)
+    average the weights to export; ``settings``: the recipe's ``eval`` section (its metric
+    and zero-shot gate); call on every rank. ``records``: the data records results.json
+    keeps (written with a failed gate); ``zero_shot_test``: the untrained model's test
+    metrics, a summary row when given."""
     best_step = checkpoint_step(trainer.state.best_model_checkpoint)
     history = read_history(run, require_metrics=True)
     check_exportable(parts.model, parts.evaluator, best_step)
     averaged, averaged_rows = None, {}
-    if recipe.training.average_last:  # replaces the best checkpoint
-        averaged = average_last(trainer, run, recipe.training.average_last)
+    if average_last_n:  # replaces the best checkpoint
+        averaged = average_last(trainer, run, average_last_n)
         what = ("the averaged weights (training.average_last: steps "
                 + ", ".join(map(str, averaged["steps"])) + ")")
         check_exportable(parts.model, None, None, weights=what)
@@ -60,12 +68,12 @@ def select_weights(trainer, run: RunDir, recipe: Recipe, parts: RunParts, record
     summary = {**summarize(history, best_step), **averaged_rows}
     if zero_shot_test is not None:
         summary["zero-shot test"] = zero_shot_test
-    gate = zero_shot_gate(history, best_step, recipe.eval.metric,
-                          averaged_rows.get("averaged dev")) if recipe.eval.zero_shot else None
-    enforce(gate, recipe.eval.require_beats_zero_shot, run,  # recorded, then nothing exported
-            {"summary": summary, "best_step": best_step, **records, "history": history})
-    return Selection(best_step=best_step, history=history, summary=summary, averaged=averaged,
-                     gate=gate)
+    gate = zero_shot_gate(history, best_step, settings.metric,
+                          averaged_rows.get("averaged dev")) if settings.zero_shot else None
+    enforce(gate, settings.require_beats_zero_shot, run,  # recorded, then nothing exported
+            dev=DevOutcome(summary=summary, best_step=best_step), data=records, history=history)
+    return ChosenWeights(best_step=best_step, history=history, summary=summary,
+                         averaged=averaged, gate=gate)
 
 
 def summarize(history: list[dict], best_step: int | None) -> dict[str, dict[str, float]]:
@@ -90,7 +98,8 @@ def averaged_metrics(model, evaluator, what: str) -> dict[str, dict[str, float]]
     :class:`~tapt.training.errors.NonFiniteTrainingError` naming ``what`` (the same on every
     rank: the outcome is rank 0's)."""
     rows = {}
-    for row, measured in (("averaged dev", evaluator), ("averaged guard", evaluator.guard)):
+    for row, measured in (("averaged dev", evaluator),
+                          ("averaged guard", evaluator.guard_evaluator)):
         if measured is not None:
             outcome, _ = measured.measure(model)
             if outcome["error"]:

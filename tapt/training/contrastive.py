@@ -10,7 +10,7 @@ A run reads as its phases, one module each:
 3. **setup**: model, loss, evaluators (:mod:`tapt.training.assembly`); the run's first write
    (``recipe.yaml``), then the trainer;
 4. **train**, with dev evaluation, resume and the non-finite guard
-   (:func:`tapt.training.run.run_trainer`);
+   (:func:`tapt.training.trainer.run_trainer`);
 5. **select** the weights to export: best checkpoint or average, zero-shot gate
    (:mod:`tapt.training.best_weights`);
 6. **export** ``final/`` (staged, published whole: :mod:`tapt.training.run_outputs`), then
@@ -31,6 +31,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tapt.hub.push import check_run_push
 from tapt.recipe import Recipe, check_recipe
 from tapt.run_folder.scratch import scratch_folder
 from tapt.run_folder.start import RunStart, open_run_dir
@@ -39,9 +40,9 @@ from tapt.training.average import check_saves
 from tapt.training.best_weights import select_weights
 from tapt.training.evaluation_on_test import report_on_test, zero_shot_test_metrics
 from tapt.training.inputs import prepare_inputs
-from tapt.training.run import check_hub, run_trainer
 from tapt.training.run_outputs import stage_export, write_outputs
 from tapt.training.tracking import check_wandb
+from tapt.training.trainer import run_trainer
 from tapt.util.process_group import is_main_process
 
 
@@ -75,7 +76,7 @@ def train(recipe: Recipe, *, run_test: bool = False, callbacks: list | None = No
     # 1. check: the cheap things before anything heavy (the recipe again: one built without
     # validation, e.g. by ``model_copy``, has not been checked), credentials included.
     check_recipe(recipe)
-    check_hub(recipe)
+    check_run_push(recipe.hub)
     check_wandb(recipe.tracking.backend)
     with ExitStack() as stack:
         start = stack.enter_context(open_run_dir(recipe, overwrite=overwrite))
@@ -100,24 +101,25 @@ def train_in(start: RunStart, recipe: Recipe, *, run_test: bool = False,
         check_saves(trainer, recipe.training.average_last)
     zero_shot_test = None
     if run_test and recipe.eval.zero_shot and resume_from is None:
-        zero_shot_test = zero_shot_test_metrics(parts.model, inputs.dataset, recipe)
+        zero_shot_test = zero_shot_test_metrics(parts.model, inputs.dataset, recipe.eval,
+                                                recipe.data, name=recipe.model.name)
 
     # 4. train (the best checkpoint is loaded at the end), 5. select.
     run_trainer(trainer, run, resume_from)
-    selection = select_weights(trainer, run, recipe, parts, inputs.result_records,
-                               zero_shot_test=zero_shot_test)
-    result = TrainResult(run_dir=run.root, final_dir=None, history=selection.history,
-                         best_step=selection.best_step, zero_shot_gate=selection.gate)
+    chosen = select_weights(trainer, run, parts, inputs.result_records, settings=recipe.eval,
+                            average_last_n=recipe.training.average_last,
+                            zero_shot_test=zero_shot_test)
+    result = TrainResult(run_dir=run.root, final_dir=None, history=chosen.history,
+                         best_step=chosen.best_step, zero_shot_gate=chosen.gate)
 
     # 6. export first (staged; a failing test evaluation must not cost the model), then test.
-    staging = stage_export(parts.model, run, recipe, selection) if is_main_process() else None
-    test_report = report_on_test(parts.model, inputs.dataset, recipe, name=str(run.final)) \
-        if run_test else None
+    staging = stage_export(parts.model, run, recipe, chosen) if is_main_process() else None
+    test_report = report_on_test(parts.model, inputs.dataset, recipe.eval, recipe.data,
+                                 name=str(run.final)) if run_test else None
     if not is_main_process():
         return result
     if test_report is not None:
-        selection.summary["TAPT test"] = test_report.metrics
-    result.summary = selection.summary
-    result.final_dir = write_outputs(staging, run, recipe, inputs, selection, parts,
-                                     test_report)
+        chosen.summary["TAPT test"] = test_report.metrics
+    result.summary = chosen.summary
+    result.final_dir = write_outputs(staging, run, recipe, inputs, chosen, parts, test_report)
     return result

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 
-from tapt.recipe import Recipe
+from tapt.recipe import DataSettings, EvalSettings
 from tapt.retrieval.embedding_cache import local_cache_root
 from tapt.retrieval.evaluate import evaluate
 from tapt.util.files import unwritable_reason
@@ -18,18 +18,19 @@ TEST_RESULTS = "test.json"
 format (per-query values, timings, ``evaluated``, ``provenance``)."""
 
 
-def zero_shot_test_metrics(model, dataset, recipe: Recipe) -> dict[str, float] | None:
+def zero_shot_test_metrics(model, dataset, settings: EvalSettings, data: DataSettings, *,
+                           name: str) -> dict[str, float] | None:
     """Zero-shot test metrics on the full corpus (:func:`report_on_test`'s, through the
-    embedding cache); call it on every rank."""
-    report = report_on_test(model, dataset, recipe, cached=True)
+    embedding cache) of the base model ``name``; call it on every rank."""
+    report = report_on_test(model, dataset, settings, data, name=name, cached=True)
     return report.metrics if report is not None else None
 
 
-def report_on_test(model, dataset, recipe: Recipe, *, name: str | None = None,
+def report_on_test(model, dataset, settings: EvalSettings, data: DataSettings, *, name: str,
                    cached: bool = False):
     """The test split's :class:`~tapt.retrieval.evaluate.EvalReport` on the full corpus, as
-    ``tapt eval`` reports it, the model named ``name`` (default ``model.name``: the base
-    model's); call it on every rank.
+    ``tapt eval`` reports it, the model named ``name``; ``settings`` and ``data``: the
+    recipe's ``eval`` and ``data`` sections. Call it on every rank.
 
     ``cached``: the passages go through the default embedding cache
     (:func:`~tapt.retrieval.embedding_cache.local_cache_root`; ``TAPT_EMBEDDING_CACHE=0``
@@ -54,12 +55,11 @@ def report_on_test(model, dataset, recipe: Recipe, *, name: str | None = None,
         logger.warning("embedding cache %s cannot be written (%s); the zero-shot test "
                        "encodes without it", root, reason)
         root = None
-    retriever = model_retriever(model, name=name or recipe.model.name,
-                                batch_size=recipe.eval.batch_size, top_k=recipe.eval.top_k,
-                                dtype=recipe.eval.dtype,
-                                max_tokens_per_batch=recipe.eval.max_tokens_per_batch,
+    retriever = model_retriever(model, name=name, batch_size=settings.batch_size,
+                                top_k=settings.top_k, dtype=settings.dtype,
+                                max_tokens_per_batch=settings.max_tokens_per_batch,
                                 cache_dir=None if root is None else str(root))
-    return evaluate(retriever, dataset, recipe.data.test_split,
-                    with_title=recipe.data.with_title, train_split=recipe.data.train_split,
+    return evaluate(retriever, dataset, data.test_split, with_title=data.with_title,
+                    train_split=data.train_split,
                     info={"distractors": None, "fraction": None, "seed": None,
-                          "top_k": recipe.eval.top_k})  # the whole corpus, as tapt eval's
+                          "top_k": settings.top_k})  # the whole corpus, as tapt eval's

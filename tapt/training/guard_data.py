@@ -1,6 +1,7 @@
-"""The guard set of a TAPT run (``eval.guard_data``): a second, out-of-domain BEIR folder
-evaluated by the in-loop evaluator at every checkpoint beside dev, so that forgetting
-shows in the dev curve (``guard_*`` metrics; :mod:`tapt.retrieval.in_loop`).
+"""The guard set (:class:`GuardSet`): a second, out-of-domain BEIR split evaluated beside
+dev so that forgetting shows. A TAPT run's (``eval.guard_data``) is evaluated by the
+in-loop evaluator at every checkpoint (``guard_*`` metrics; :mod:`tapt.retrieval.in_loop`);
+``tapt merge --guard-data``'s at every weight (:mod:`tapt.selection.merge`).
 
 The guard data is loaded and checked before anything of the run is written; a folder that
 is missing or unreadable is a :class:`~tapt.recipe.RecipeError` naming ``eval.guard_data``.
@@ -14,7 +15,7 @@ from typing import Any
 from tapt.data import sources  # sources.load_data looked up at each call
 from tapt.data.beir import DataError, strictness
 from tapt.data.subcorpus import subcorpus_ids
-from tapt.recipe import Recipe, RecipeError
+from tapt.recipe import EvalSettings, RecipeError
 
 GUARD_NAME = "guard"
 """The guard evaluator's name: its metrics are ``guard_<metric>`` in ``metrics.jsonl`` and
@@ -31,18 +32,19 @@ def load_guard_data(source: str, split: str, *, relevant_from: int | str = "auto
 
 @dataclass(frozen=True)
 class GuardSet:
-    """The guard split, its dataset and its sub-corpus, as the in-loop evaluator reads them."""
+    """The guard split, its dataset and its sub-corpus (None: the whole corpus), as the
+    evaluators read them."""
 
     dataset: Any
     split: str
     corpus_ids: list[str] | None
 
 
-def load_guard_set(recipe: Recipe) -> GuardSet | None:
-    """The recipe's guard set (None without ``eval.guard_data``): the guard split on its
-    sub-corpus (``eval.guard_distractors``, seeded with ``data.dev_seed``); the training
-    setup evaluates it as dev is (batch size, top-k, dtype, titles)."""
-    settings = recipe.eval
+def load_guard_set(settings: EvalSettings, seed: int) -> GuardSet | None:
+    """The recipe's guard set (None without ``eval.guard_data``; ``settings``: the recipe's
+    ``eval`` section): the guard split on its sub-corpus (``eval.guard_distractors``, seeded
+    with ``seed``, the recipe's ``data.dev_seed``); the training setup evaluates it as dev
+    is (batch size, top-k, dtype, titles)."""
     if settings.guard_data is None:
         return None
     try:
@@ -51,7 +53,7 @@ def load_guard_set(recipe: Recipe) -> GuardSet | None:
                                   lenient=settings.guard_lenient)
         corpus_ids = subcorpus_ids(dataset, settings.guard_split,
                                    distractors=settings.guard_distractors,
-                                   seed=recipe.data.dev_seed)
+                                   seed=seed)
     except (DataError, OSError) as err:
         raise RecipeError(f"eval.guard_data {settings.guard_data}: {err}") from None
     if not dataset.split(settings.guard_split):

@@ -49,8 +49,8 @@ class TrainingInputs:
     """Each row's batch group (``data.batch_by``), None for ``none``."""
     dev_ids: list[str] | None
     """The dev sub-corpus (``data.dev_distractors``); None: the whole corpus."""
-    guard: GuardSet | None
-    """``eval.guard_data``'s split and sub-corpus, None without it."""
+    guard_set: GuardSet | None
+    """The guard set: ``eval.guard_data``'s split and sub-corpus, None without it."""
     query_ids: dict[str, str]
     """Train query text -> id(s) (``|``-joined when texts repeat), for the non-finite guard's
     naming of the rows of a bad step."""
@@ -65,9 +65,11 @@ class TrainingInputs:
 
     @property
     def result_records(self) -> dict:
-        """What results.json records of the data: ``relevance``, then the records made."""
+        """What results.json records of the data (:attr:`RunResults.data
+        <tapt.run_folder.records.RunResults.data>`): ``relevance``, then the records made."""
         return {"relevance": self.relevance, **self.records,
-                **({"pseudo_queries": self.pseudo_queries} if self.pseudo_queries else {})}
+                **({"pseudo_queries": self.pseudo_queries} if self.pseudo_queries else {}),
+                **({"weak_pairs": self.weak_pairs} if self.weak_pairs else {})}
 
     @property
     def columns(self) -> list[str]:
@@ -85,7 +87,7 @@ def prepare_inputs(recipe: Recipe, *, with_test: bool, scratch: Path | None = No
     ``data.weak_pairs``)."""
     data = recipe.data
     dataset = load_recipe_data(recipe, with_test=with_test)
-    guard = load_guard_set(recipe)  # eval.guard_data: checked before the model loads
+    guard_set = load_guard_set(recipe.eval, recipe.data.dev_seed)  # before the model loads
     mined = read_mined(data.mined_negatives, dataset, data.train_split,
                        with_title=data.with_title) if data.mined_negatives else None
     grouping = group_of(dataset, data.batch_by)
@@ -112,7 +114,7 @@ def prepare_inputs(recipe: Recipe, *, with_test: bool, scratch: Path | None = No
     dev_ids = subcorpus_ids(dataset, data.dev_split, distractors=data.dev_distractors,
                             seed=data.dev_seed)
     return TrainingInputs(dataset=dataset, train_rows=rows, groups=groups, dev_ids=dev_ids,
-                          guard=guard, query_ids=query_ids_by_text(dataset, data.train_split),
+                          guard_set=guard_set, query_ids=query_ids_by_text(dataset, data.train_split),
                           relevance=dataset.rule.to_dict(), records=data_records(dataset),
                           weak_pairs=weak_record, pseudo_queries=pseudo_record)
 

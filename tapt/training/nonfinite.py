@@ -179,3 +179,25 @@ class NonFiniteGuard(TrainerCallback):
 
     def records(self) -> list[dict]:
         return [vars(event) for event in self.events]
+
+
+def check_exportable(model, evaluator, best_step: int | None, *,
+                     weights: str = "the trained weights") -> None:
+    """Refuse to export weights that are not finite, or a run none of whose checkpoints
+    had a finite dev evaluation (the trainer would hand back the last weights);
+    ``evaluator`` may be None (no dev evaluation); ``weights`` names them in the error."""
+    import torch
+
+    broken = [name for name, p in model.named_parameters() if not torch.isfinite(p).all()]
+    if broken:
+        raise NonFiniteTrainingError(
+            f"{weights} hold NaN/inf ({len(broken)} tensors, e.g. {broken[0]}); "
+            "nothing is exported", [])
+    if evaluator is None:
+        return
+    checkpoint_evals = [entry for entry in evaluator.history if entry["step"] > 0]
+    if best_step is None and evaluator.refusals and \
+            all(entry.get("error") for entry in checkpoint_evals):
+        raise NonFiniteTrainingError(
+            "no checkpoint had a finite dev evaluation (every one was refused for non-finite "
+            "embeddings); nothing is exported", [])

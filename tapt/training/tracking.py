@@ -1,4 +1,6 @@
-"""The Weights & Biases run of a training run, started with nothing secret in it.
+"""The Weights & Biases run of a training run, started with nothing secret in it, and
+finished with the run's result table (TAPT and DAPT alike: the only module of
+:mod:`tapt.training` that imports ``wandb``).
 
 transformers' ``WandbCallback`` starts a W&B run only when none is running, with the
 project and run name as given and the command line as ``sys.argv`` holds it (W&B keeps it
@@ -81,3 +83,16 @@ def start_wandb(args, *, main_process: bool) -> None:
         wandb.init(project=redact(args.project), name=redact(args.run_name or "") or None)
     finally:
         sys.argv = argv
+
+
+def finish_wandb(summary: dict[str, dict[str, float]] | None = None) -> None:
+    """Put the result table (``summary``: row -> metrics; none for DAPT) in the W&B run
+    summary and close the run (flushes offline runs); no run: nothing."""
+    import wandb
+
+    if wandb.run is None:
+        return
+    for row, metrics in (summary or {}).items():
+        for key, value in metrics.items():
+            wandb.run.summary[f"{row.replace(' ', '_')}/{key}"] = value
+    wandb.finish()

@@ -1,4 +1,5 @@
-"""tapt's subclass of sentence-transformers' trainer: what the stock trainer does not do.
+"""tapt's subclass of sentence-transformers' trainer: what the stock trainer does not do,
+and the train phase's one call, :func:`run_trainer` (TAPT and DAPT alike).
 
 - every micro-batch's loss goes to the :class:`~tapt.training.nonfinite.NonFiniteGuard`
   (with the batch's query ids), and ``nonfinite_steps`` is logged;
@@ -22,22 +23,32 @@ from sentence_transformers import SentenceTransformerTrainer
 from transformers import Trainer
 from transformers.trainer_utils import rotate_checkpoints
 
-from tapt.run_folder.layout import mark_complete
-from tapt.training.export import drop_data_samples, redact_card
+from tapt.cards.run_card import drop_data_samples, redact_card
+from tapt.run_folder.layout import RunDir, mark_complete
+from tapt.run_folder.records import (
+    STOPPED_NONFINITE,
+    NonFiniteStop,
+    RunResults,
+    read_history,
+    write_results,
+)
+from tapt.training.errors import NonFiniteTrainingError, TrainingInterrupted
 from tapt.training.log_lines import use_log_lines
 from tapt.training.lora import has_lora, load_lora_checkpoint
 from tapt.training.nonfinite import QUERY_IDS_KEY, NonFiniteGuard
 from tapt.training.tracking import start_wandb
 from tapt.util.files import ensure_free_space, parameter_bytes
+from tapt.util.process_group import close_at_exit, is_main_process
 
 
 class GuardedTrainerMixin:
     """Feed every micro-batch's loss to a :class:`NonFiniteGuard` and log its count; for
-    any transformers ``Trainer`` subclass (``guard=`` is taken by the constructor)."""
+    any transformers ``Trainer`` subclass (``nonfinite_guard=`` is taken by the
+    constructor)."""
 
-    def __init__(self, *args, guard: NonFiniteGuard | None = None, **kwargs) -> None:
-        self.guard = guard or NonFiniteGuard()
-        callbacks = [*(kwargs.pop("callbacks", None) or []), self.guard]
+    def __init__(self, *args, nonfinite_guard: NonFiniteGuard | None = None, **kwargs) -> None:
+        self.nonfinite_guard = nonfinite_guard or NonFiniteGuard()
+        callbacks = [*(kwargs.pop("callbacks", None) or []), self.nonfinite_guard]
         super().__init__(*args, callbacks=callbacks, **kwargs)
 
         use_log_lines(self)  # tapt's log lines, not the Trainer's printed dicts
@@ -52,18 +63,28 @@ class GuardedTrainerMixin:
     def training_step(self, model, inputs, num_items_in_batch=None):
         query_ids = inputs.pop(QUERY_IDS_KEY, None)
         loss = super().training_step(model, inputs, num_items_in_batch)
-        self.guard.observe_loss(loss, query_ids)
+        self.nonfinite_guard.observe_loss(loss, query_ids)
         return loss
 
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
         if "loss" in logs:
-            logs["nonfinite_steps"] = self.guard.skipped
+            logs["nonfinite_steps"] = self.nonfinite_guard.skipped
         super().log(logs, start_time)
 
     def _save_checkpoint(self, model, trial) -> None:
         """Check the free space first; mark the checkpoint complete once every file is
         written, and only then delete older checkpoints (a crash mid-save leaves the
-        previous complete checkpoint to resume from)."""
+        previous complete checkpoint to resume from).
+
+        An override of transformers' private method rather than a ``TrainerCallback``:
+        ``on_save`` runs after ``_save_checkpoint`` has returned, and transformers deletes
+        the checkpoints over ``save_total_limit`` inside it, before any callback could mark
+        the new one complete. Keeping the rotation for ``on_save`` would mean running with
+        ``save_total_limit=None`` in the arguments (recorded so in ``training_args.bin``
+        and W&B, and dropping transformers' end-of-training rule for a limit of 1); and the
+        free-space check, which ``on_step_end`` could carry, stays beside the save it
+        guards (as of transformers 5.24's ``Trainer._save_checkpoint``).
+        """
         run_dir = Path(self._get_output_dir(trial=trial))
         if self.args.should_save:
             trainable = sum(p.numel() * p.element_size() for p in self.model.parameters()
@@ -122,3 +143,20 @@ class TaptTrainer(GuardedTrainerMixin, SentenceTransformerTrainer):
             load_lora_checkpoint(self.model, checkpoint_path)
         else:
             super()._load_from_checkpoint(checkpoint_path)
+
+
+def run_trainer(trainer, run: RunDir, resume_from: str | None) -> None:
+    """``trainer.train``; a non-finite stop is recorded in ``results.json`` and re-raised,
+    Ctrl-C becomes :class:`~tapt.training.errors.TrainingInterrupted` (the last checkpoint)."""
+    close_at_exit()  # under torchrun, also when train() is called from Python
+    try:
+        trainer.train(resume_from_checkpoint=resume_from)
+    except KeyboardInterrupt:
+        raise TrainingInterrupted(run.root, run.last_checkpoint()) from None
+    except NonFiniteTrainingError as err:
+        if is_main_process():
+            write_results(run, RunResults(
+                status=STOPPED_NONFINITE, error=str(err),
+                stop=NonFiniteStop(err.events, run.last_checkpoint()),
+                history=read_history(run)))
+        raise

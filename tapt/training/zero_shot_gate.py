@@ -29,14 +29,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from tapt.cards.common import warning_lines
 from tapt.retrieval.metrics import METRIC_KEYS
 from tapt.run_folder.layout import RunDir
-from tapt.run_folder.records import write_results
+from tapt.run_folder.records import GATE_KEY, DevOutcome, RunResults, write_results
 from tapt.training.errors import ZeroShotGateError
 from tapt.util.finite import metric_value
 from tapt.util.process_group import is_main_process
 
-GATE_KEY = "zero_shot_gate"
+__all__ = ["GATE_KEY", "NOT_BEATEN", "REFUSED_STATUS", "compared_weights", "enforce",
+           "gate_lines", "gate_message", "gate_problem", "zero_shot_gate"]
+
 NOT_BEATEN = "does not beat its base model on dev"
 REFUSED_STATUS = "refused: does not beat its base model on dev"
 
@@ -86,10 +89,12 @@ def _shown(value) -> str:
     return "not recorded" if value is None or isinstance(value, bool) else f"{value:.4f}"
 
 
-def enforce(gate: Mapping | None, required: bool, run: RunDir, record: Mapping) -> None:
+def enforce(gate: Mapping | None, required: bool, run: RunDir, *, dev: DevOutcome,
+            data: dict, history: list[dict]) -> None:
     """With ``required`` (``eval.require_beats_zero_shot``) and a gate that did not pass:
-    ``results.json`` (``record`` plus the status, the error and the gate, whose
-    ``exported`` is null: nothing is; main process) is written, then
+    ``results.json`` (the ``dev`` outcome, the ``data`` records and the ``history``, with the
+    status, the error and the gate, whose ``exported`` is null: nothing is; main process)
+    is written, then
     :class:`~tapt.training.errors.ZeroShotGateError` is raised on every rank, before
     anything is exported. Otherwise nothing happens."""
     message = gate_message(gate)
@@ -99,8 +104,8 @@ def enforce(gate: Mapping | None, required: bool, run: RunDir, record: Mapping) 
              f"records the run; the checkpoints are kept in {run.checkpoints})")
     refused = {**gate, "exported": None}
     if is_main_process():
-        write_results(run, {"status": REFUSED_STATUS, "error": error, **record,
-                            GATE_KEY: refused})
+        write_results(run, RunResults(status=REFUSED_STATUS, error=error, dev=dev, data=data,
+                                      zero_shot_gate=refused, history=history))
     raise ZeroShotGateError(error, refused)
 
 
@@ -139,7 +144,4 @@ def gate_problem(gate) -> tuple[str, str] | None:
 def gate_lines(gate: Mapping | None) -> list[str]:
     """A card's or report's Markdown lines on a gate that did not pass (bold, first thing a
     reader sees after the summary sentence); none when it passed."""
-    message = gate_message(gate)
-    if message is None:
-        return []
-    return [f"> **Warning: {message[0].upper()}{message[1:]}.**", ""]
+    return warning_lines(gate_message(gate))

@@ -6,9 +6,10 @@ import json
 
 from huggingface_hub import ModelCard
 
+from tapt.cards.run_card import card_with_front_matter, dataset_id
+from tapt.encoders.preset_record import base_model_id
 from tapt.recipe import load_recipe
 from tapt.retrieval.metrics import METRIC_KEYS
-from tapt.training.export import base_model_id, card_with_front_matter, dataset_id
 
 
 def model_index_rows(metadata: dict) -> dict[str, dict[str, float]]:

@@ -195,14 +195,16 @@ def test_zero_shot_test_after_training_uses_the_cache(tiny_bert_path, tiny_beir_
                                     "data": {"path": str(tiny_beir_path)},
                                     "eval": {"dtype": "float32"},
                                     "output_dir": str(tmp_path / "run")})
-    first = report_on_test(model, dataset, recipe, cached=True)
+    first = report_on_test(model, dataset, recipe.eval, recipe.data,
+                           name=recipe.model.name, cached=True)
     encoded.clear()
-    second = report_on_test(model, dataset, recipe, cached=True)
+    second = report_on_test(model, dataset, recipe.eval, recipe.data,
+                            name=recipe.model.name, cached=True)
     assert sum(encoded) == 0
     assert first.info["search"]["passages_from_cache"] == 0
     assert second.info["search"]["passages_from_cache"] == len(dataset.corpus)
     assert second.metrics == first.metrics
-    trained = report_on_test(model, dataset, recipe)
+    trained = report_on_test(model, dataset, recipe.eval, recipe.data, name=recipe.model.name)
     assert sum(encoded) == len(dataset.corpus) and trained.metrics == first.metrics
     assert trained.info["search"]["passages_from_cache"] == 0
 

@@ -202,7 +202,7 @@ EXPORT_CARD = ("---\nlicense: apache-2.0\nlibrary_name: sentence-transformers\n-
 
 def export_like(model: Path, target: Path, drop: tuple[str, ...] = ()) -> Path:
     """A plain-file copy of ``model`` that passes every push check: LICENSE and a card."""
-    from tapt.training.export import apache_license_text
+    from tapt.cards.common import apache_license_text
 
     shutil.copytree(model, target)
     (target / "LICENSE").write_text(apache_license_text(), encoding="utf-8")

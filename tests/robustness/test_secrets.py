@@ -216,11 +216,11 @@ def test_a_token_in_overrides_and_data_reaches_no_file_and_no_output(
     monkeypatch.setenv("WANDB_DIR", str(wandb_dir))
     monkeypatch.delenv("WANDB_PROJECT", raising=False)
     # The push at the end runs as a dry run: the real checks, no Hub.
-    monkeypatch.setattr(tapt_training, "check_hub",
-                        lambda recipe: check_environment(recipe.hub.repo_id, dry_run=True))
+    monkeypatch.setattr(tapt_training, "check_run_push",
+                        lambda hub: check_environment(hub.repo_id, dry_run=True))
     pushed = []
-    monkeypatch.setattr(run_outputs, "push_to_hub", lambda recipe, folder: pushed.append(
-        push_export(folder, recipe.hub.repo_id, dry_run=True)))
+    monkeypatch.setattr(run_outputs, "push_run_export", lambda folder, hub, **_: pushed.append(
+        push_export(folder, hub.repo_id, dry_run=True)))
 
     data = planted_dataset(tmp_path / "data")
     recipe_file, output = make_recipe("planted", data_path=data,

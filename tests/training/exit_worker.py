@@ -21,7 +21,7 @@ def record_state() -> None:
 
 atexit.register(record_state)  # runs after every handler registered later
 
-from tapt.training.run import run_trainer
+from tapt.training.trainer import run_trainer
 
 
 class Trainer:

@@ -91,7 +91,7 @@ def test_an_epoch_run_with_too_few_saves_stops_before_the_zero_shot_test(make_re
     from tapt.training import contrastive
 
     tested = []
-    monkeypatch.setattr(contrastive, "zero_shot_test_metrics", lambda *args: tested.append(args))
+    monkeypatch.setattr(contrastive, "zero_shot_test_metrics", lambda *args, **_: tested.append(args))
     recipe_file, output = make_recipe("few", training={
         "max_steps": -1, "epochs": 1, "eval_steps": 2, "average_last": 9,
         "save_total_limit": 10}, eval={"zero_shot": True})
@@ -141,7 +141,7 @@ def test_a_refused_evaluation_of_the_average_refuses_the_export():
     the summary and exported anyway: it stops the export, naming the averaged steps."""
 
     class Refusing:
-        name, guard = "dev", None
+        name, guard_evaluator = "dev", None
 
         def measure(self, model):
             return {"metrics": None, "error": "2 non-finite passage embeddings"}, "float32"

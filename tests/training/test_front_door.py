@@ -170,7 +170,7 @@ def card_parts(text: str) -> tuple[dict, str]:
 def test_tapt_card_puts_its_section_first_and_says_what_stopped_training(tapt_run,
                                                                          tiny_bert_path,
                                                                          tiny_beir_path):
-    from tapt.training.export import CARD_SECTION_MARKER
+    from tapt.cards.run_card import CARD_SECTION_MARKER
 
     run, _ = tapt_run
     text = (run / "final" / "README.md").read_text()
@@ -188,7 +188,8 @@ def test_tapt_card_puts_its_section_first_and_says_what_stopped_training(tapt_ru
 def test_tapt_card_rewrite_replaces_its_section(tapt_run):
     import json
 
-    from tapt.training.export import CARD_SECTION_MARKER, write_card
+    from tapt.cards.run_card import CARD_SECTION_MARKER, write_card
+    from tapt.training.zero_shot_gate import gate_message
 
     run, recipe_file = tapt_run
     final = run / "final"
@@ -202,7 +203,7 @@ def test_tapt_card_rewrite_replaces_its_section(tapt_run):
     splits = split_records(results, results_file, run / "test.json")
     assert "train_overlap" in splits  # the first card had them: the rewrite must too
     write_card(final, load_recipe(recipe_file), history=history, summary=summary, best_step=2,
-               gate=results.get("zero_shot_gate"), splits=splits)
+               gate_warning=gate_message(results.get("zero_shot_gate")), splits=splits)
     after = (final / "README.md").read_text()
     assert after.count(CARD_SECTION_MARKER) == 1
     assert after == before
@@ -213,7 +214,7 @@ def test_tapt_card_rewrite_replaces_its_section(tapt_run):
 def test_tapt_card_loads_the_pushed_repository(tapt_run):
     import json
 
-    from tapt.training.export import tapt_card_section
+    from tapt.cards.run_card import tapt_card_section
 
     run, recipe_file = tapt_run
     recipe = load_recipe(recipe_file)

@@ -66,7 +66,7 @@ def test_guard_leaves_the_dev_primary_metric_alone(tiny_bert_path, tiny_beir_pat
     guard = RetrievalEvaluator(dataset, "test", list(dataset.corpus), name="guard",
                                batch_size=8, dtype="float32")
     dev = RetrievalEvaluator(dataset, "test", list(dataset.corpus), batch_size=8,
-                             dtype="float32", guard=guard)
+                             dtype="float32", guard_evaluator=guard)
     model = SentenceTransformer(str(tiny_bert_path), device="cpu")
     for step in (0, 1):
         metrics = dev(model, steps=step)

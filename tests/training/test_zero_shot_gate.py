@@ -10,9 +10,9 @@ import json
 import pytest
 
 import tapt.training.losses as losses_module
+from tapt.cards.run_card import tapt_card_section
 from tapt.cli import main
 from tapt.recipe import load_recipe
-from tapt.training.export import tapt_card_section
 from tapt.training.zero_shot_gate import REFUSED_STATUS, gate_message, zero_shot_gate
 
 METRIC = "binary_ndcg@10"
@@ -111,7 +111,8 @@ def test_the_card_states_the_gate_carve_decontamination_and_test_parts(make_reci
                                     ["binary_ndcg@10", "graded_ndcg@10", "mrr@10",
                                      "recall@100"], 0.25)},
                                 "counts": {"novel": {METRIC: 5}}}}
-    section = tapt_card_section(recipe, [], {}, 4, None, gate=gate, splits=splits)
+    section = tapt_card_section(recipe, [], {}, 4, None, gate_warning=gate_message(gate),
+                                splits=splits)
     assert ("> **Warning: This model does not beat its base model on dev: the best dev (step "
             "4) binary_ndcg@10 0.4000 is not above the zero-shot 0.5000.**") in section
     assert "10 queries carved from `train` in 7 whole groups" in section

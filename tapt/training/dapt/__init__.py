@@ -1,7 +1,7 @@
 """DAPT: domain-adaptive (continued) pretraining of an encoder on passages, before TAPT.
 
 Phases, as in :mod:`tapt.training.contrastive` (and with its run folder, resume, tracking,
-non-finite guard, retrieval evaluator, export and Hub push: :mod:`tapt.training.run`):
+non-finite guard, retrieval evaluator, ``results.json``, export and Hub push):
 check (recipe, output folder, passages) -> set up (model, objective, sequences) -> train
 (held-out loss at every save, and the zero-shot dev retrieval metrics of the encoder as it
 is) -> export.
@@ -41,12 +41,21 @@ from pathlib import Path
 
 from transformers import set_seed
 
-from tapt.encoders.loading import load_sentence_transformer
+from tapt.cards.run_card import dapt_card_section
+from tapt.encoders.loading import ModelSpec, load_sentence_transformer
+from tapt.hub.push import check_run_push, push_run_export
 from tapt.recipe import DaptRecipe
-from tapt.run_folder.records import read_history, write_results
+from tapt.run_folder.records import (
+    FINISHED,
+    DaptFacts,
+    NonFiniteRecord,
+    RunResults,
+    read_history,
+    write_results,
+)
 from tapt.run_folder.start import RunStart, open_run_dir
 from tapt.training.arguments import training_bf16
-from tapt.training.dapt.dapt_export import dapt_card_section, export_dapt
+from tapt.training.dapt.dapt_export import export_dapt
 from tapt.training.dapt.dapt_inputs import (
     DEFAULT_MAX_LENGTH,
     DaptInputs,
@@ -70,16 +79,10 @@ from tapt.training.dapt.mlm import (
 )
 from tapt.training.dapt.recorder import DaptRecorder
 from tapt.training.dapt.simcse import restore_dropout, set_dropout, simcse_trainer
-from tapt.training.nonfinite import NonFiniteGuard
-from tapt.training.run import (
-    check_exportable,
-    check_hub,
-    export_staging,
-    model_spec,
-    push_to_hub,
-    run_trainer,
-)
-from tapt.training.tracking import check_wandb
+from tapt.training.export import export_staging
+from tapt.training.nonfinite import NonFiniteGuard, check_exportable
+from tapt.training.tracking import check_wandb, finish_wandb
+from tapt.training.trainer import run_trainer
 from tapt.util.files import publish
 from tapt.util.process_group import is_main_process
 
@@ -134,7 +137,7 @@ def dapt(recipe: DaptRecipe, *, callbacks: list | None = None,
             last complete checkpoint).
     """
     # 1. Check everything cheap before anything heavy (the run folder is locked).
-    check_hub(recipe)
+    check_run_push(recipe.hub)
     check_wandb(recipe.tracking.backend)  # credentials, before data and model load
     with open_run_dir(recipe, overwrite=overwrite) as start:
         return dapt_in(start, recipe, callbacks=callbacks)
@@ -148,11 +151,11 @@ def dapt_in(start: RunStart, recipe: DaptRecipe, *, callbacks: list | None = Non
     inputs = prepare_dapt_inputs(recipe)
     train_texts, held_out = inputs.train_texts, inputs.held_out
     set_seed(recipe.training.seed)
-    spec = model_spec(recipe)
+    spec = ModelSpec.from_settings(recipe.model)
     model = load_sentence_transformer(spec)
     evaluator = dev_evaluator(recipe, inputs.eval_data)
-    guard = NonFiniteGuard(recipe.training.on_nonfinite, recipe.training.max_nonfinite_steps,
-                           evaluator=evaluator)
+    nonfinite_guard = NonFiniteGuard(recipe.training.on_nonfinite,
+                                     recipe.training.max_nonfinite_steps, evaluator=evaluator)
     max_length = sequence_length(recipe, model)
     check_objective(recipe, model, max_length)
 
@@ -162,7 +165,7 @@ def dapt_in(start: RunStart, recipe: DaptRecipe, *, callbacks: list | None = Non
                 recipe.objective.name, len(train_texts), len(held_out), max_length)
     build = mlm_trainer if recipe.objective.name == "mlm" else simcse_trainer
     trainer, finish = build(recipe, run, model, train_texts, held_out, max_length, evaluator,
-                            guard, callbacks, resume_from is not None)
+                            nonfinite_guard, callbacks, resume_from is not None)
 
     # 4. Train.
     run_trainer(trainer, run, resume_from)
@@ -174,19 +177,18 @@ def dapt_in(start: RunStart, recipe: DaptRecipe, *, callbacks: list | None = Non
     result = DaptResult(run_dir=run.root, final_dir=None, history=history)
     if not is_main_process():
         return result
-    staging = export_staging(model, run, recipe)
+    staging = export_staging(model, run, recipe.export.dtype)
     export_dapt(model, spec, staging, recipe, history)
-    write_results(run, {"status": "finished", "objective": recipe.objective.name,
-                        "sequence_length": max_length, "training_passages": len(train_texts),
-                        "held_out_passages": len(held_out),
-                        "training_bf16": training_bf16(recipe.training.bf16)[0],
-                        "nonfinite_steps": guard.skipped,
-                        "nonfinite_events": guard.records(), "history": history})
+    write_results(run, RunResults(
+        status=FINISHED,
+        dapt=DaptFacts(objective=recipe.objective.name, sequence_length=max_length,
+                       training_passages=len(train_texts), held_out_passages=len(held_out)),
+        training_bf16=training_bf16(recipe.training.bf16)[0],
+        nonfinite=NonFiniteRecord(nonfinite_guard.skipped, nonfinite_guard.records()),
+        history=history))
     result.final_dir = publish(staging, run.final)
     if recipe.tracking.backend == "wandb":
-        import wandb
-
-        if wandb.run is not None:
-            wandb.finish()
-    push_to_hub(recipe, run.final)
+        finish_wandb()
+    push_run_export(run.final, recipe.hub, run_name=Path(recipe.output_dir).name,
+                    trust_remote_code=recipe.model.trust_remote_code)
     return result

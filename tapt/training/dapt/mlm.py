@@ -27,6 +27,7 @@ from tapt.training.arguments import common_arguments
 from tapt.training.chunking import mlm_sequences
 from tapt.training.dapt.dapt_inputs import window_overlap
 from tapt.training.dapt.recorder import DaptRecorder
+from tapt.training.trainer import GuardedTrainer
 
 logger = logging.getLogger(__name__)
 
@@ -165,13 +166,11 @@ def fixed_masks(collator_class, tokenizer, sequences: list[dict], probability: f
     return masked
 
 
-def mlm_trainer(recipe, run, model, train_texts, held_out, max_length, evaluator, guard,
-                callbacks, resuming):
+def mlm_trainer(recipe, run, model, train_texts, held_out, max_length, evaluator,
+                nonfinite_guard, callbacks, resuming):
     """The masked-LM ``Trainer`` (on a copy of the encoder with its MLM head) and the
     function that copies its encoder weights back into ``model``."""
     from datasets import Dataset
-
-    from tapt.training.trainer import GuardedTrainer
 
     objective, chunking = recipe.objective, recipe.chunking
     tokenizer = model.tokenizer
@@ -205,5 +204,6 @@ def mlm_trainer(recipe, run, model, train_texts, held_out, max_length, evaluator
                              load_best_model_at_end=False, remove_unused_columns=False)
     trainer = GuardedTrainer(model=mlm, args=args, train_dataset=Dataset.from_list(train_rows),
                              eval_dataset=Dataset.from_list(held_rows), data_collator=collator,
-                             callbacks=[*(callbacks or []), recorder, masking], guard=guard)
+                             callbacks=[*(callbacks or []), recorder, masking],
+                             nonfinite_guard=nonfinite_guard)
     return trainer, sync

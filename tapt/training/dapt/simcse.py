@@ -4,11 +4,15 @@ to models that have none, such as Qwen3, while training)."""
 
 from __future__ import annotations
 
+from sentence_transformers import SentenceTransformerTrainingArguments
+from sentence_transformers.base.sampler import BatchSamplers
+
 from tapt.recipe import LossSettings
 from tapt.training.arguments import common_arguments
 from tapt.training.chunking import text_windows
 from tapt.training.dapt.dapt_inputs import window_overlap
 from tapt.training.dapt.recorder import DaptRecorder
+from tapt.training.trainer import TaptTrainer
 
 
 def set_dropout(model, probability: float | None) -> dict:
@@ -50,13 +54,11 @@ def restore_dropout(model, previous: dict) -> None:
             setattr(modules[name], attribute, value)
 
 
-def simcse_trainer(recipe, run, model, train_texts, held_out, max_length, evaluator, guard,
-                   callbacks, resuming):
+def simcse_trainer(recipe, run, model, train_texts, held_out, max_length, evaluator,
+                   nonfinite_guard, callbacks, resuming):
     """sentence-transformers' trainer on (window, same window) pairs under dropout, and
     the function that restores the model's dropout afterwards."""
     from datasets import Dataset
-    from sentence_transformers import SentenceTransformerTrainingArguments
-    from sentence_transformers.base.sampler import BatchSamplers
 
     from tapt.training.losses import build_loss
 
@@ -66,8 +68,6 @@ def simcse_trainer(recipe, run, model, train_texts, held_out, max_length, evalua
         windows = text_windows(tokenizer, texts, max_length=max_length,
                                overlap=window_overlap(recipe, max_length))
         return Dataset.from_dict({"anchor": windows, "positive": windows})
-
-    from tapt.training.trainer import TaptTrainer
 
     class SimcseTrainer(TaptTrainer):
         """Held-out loss = the SimCSE objective on held-out passages, dropout included
@@ -102,6 +102,7 @@ def simcse_trainer(recipe, run, model, train_texts, held_out, max_length, evalua
         batch_sampler=BatchSamplers.NO_DUPLICATES, prompts=prompts)
     trainer = SimcseTrainer(model=model, args=args, train_dataset=pairs(train_texts),
                           eval_dataset=pairs(held_out), loss=loss, evaluator=evaluator,
-                          callbacks=[*(callbacks or []), recorder], guard=guard)
+                          callbacks=[*(callbacks or []), recorder],
+                          nonfinite_guard=nonfinite_guard)
 
     return trainer, lambda: restore_dropout(model, previous)

@@ -1,6 +1,6 @@
 """A run's dev evaluations shown: the dev-curve figure and the Markdown tables of metrics,
-one of each for the model card (:mod:`tapt.training.export`) and ``tapt report``
-(:mod:`tapt.analysis.report`), kept in the training layer below both.
+one of each for the model card (:mod:`tapt.cards.run_card`) and ``tapt report``
+(:mod:`tapt.analysis.report`), kept with the cards, below both.
 
 A history entry is one line of a run's ``metrics.jsonl``: ``step``, the four metrics of
 :data:`~tapt.retrieval.metrics.METRIC_KEYS`, optionally ``epoch`` and
