@@ -9,7 +9,7 @@ from functools import partial
 from pathlib import Path
 
 from tapt.cli import maps, terminal
-from tapt.cli.distributed import is_main, multiprocess
+from tapt.cli.distributed import multiprocess
 from tapt.cli.inputs import api_options, model_options, read_data, search_options
 from tapt.cli.options import (
     add_analysis_data,
@@ -29,6 +29,7 @@ from tapt.cli.options import (
 )
 from tapt.util.figures import save
 from tapt.util.files import atomic_write_json, atomic_write_text
+from tapt.util.process_group import is_main_process
 
 
 def add_parsers(commands) -> None:
@@ -138,7 +139,7 @@ def _analysis_files(args: argparse.Namespace) -> tuple[Path | None, Path | None]
     ``--overwrite`` (checked on rank 0 only under torchrun: it alone writes)."""
     output = args.output
     plot = args.plot or (output.with_suffix(".png") if output is not None else None)
-    if is_main():
+    if is_main_process():
         check_outputs([("--output", output), ("--plot", plot),
                        ("--markdown", getattr(args, "markdown", None))],
                       overwrite=args.overwrite, inputs=_inputs(args))
@@ -230,7 +231,7 @@ def cmd_ablate(args: argparse.Namespace) -> int:
         batch_size=args.batch_size, top_k=args.top_k, with_title=not args.no_title,
         names=list(loaders), on_model=lambda name: terminal.console.print(f"[bold]{name}[/bold]"),
         cache_dir=cache_dir)
-    if not is_main():  # under torchrun rank 0 alone prints and writes
+    if not is_main_process():  # under torchrun rank 0 alone prints and writes
         return 0
     _show_and_save(ablation_table(result), result.to_dict(), output,
                    ablation_figure(result), plot, "ablation")
@@ -247,7 +248,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     if args.analysis == "map":
         return maps.run_map(args, _loaders(args, _named_models(args.model)),
                             lambda: read_data(args, []), output, plot, cache_dir,
-                            main=is_main())
+                            main=is_main_process())
     dataset = read_data(args, [args.split])
     name, model = labelled(args.model)
     distractors = None if args.fraction is not None else (
@@ -258,7 +259,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
                                     random_per_query=args.random_per_query, pairs=args.pairs,
                                     batch_size=args.batch_size, with_title=not args.no_title,
                                     name=name, cache_dir=cache_dir)
-    if not is_main():  # under torchrun rank 0 alone prints and writes
+    if not is_main_process():  # under torchrun rank 0 alone prints and writes
         return 0
     _show_and_save(geometry_table(geometry), geometry.to_dict(), output,
                    geometry_figure(geometry), plot, "geometry")
@@ -283,7 +284,7 @@ def cmd_probe(args: argparse.Namespace) -> int:
                         max_passages=args.max_passages, batch_size=args.batch_size,
                         with_title=not args.no_title, cache_dir=cache_dir,
                         on_model=lambda name: terminal.console.print(f"[bold]{name}[/bold]"))
-    if not is_main():  # under torchrun rank 0 alone prints and writes
+    if not is_main_process():  # under torchrun rank 0 alone prints and writes
         return 0
     _show_and_save(probe_table(result), result.to_dict(), output, probe_figure(result), plot,
                    "probes")

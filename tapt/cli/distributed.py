@@ -25,13 +25,6 @@ from tapt.cli import terminal
 from tapt.util.process_group import launched_world_size
 
 
-def is_main() -> bool:
-    """Rank 0 of the group, or a single process."""
-    from tapt.retrieval.sharding import world
-
-    return launched_world_size() == 1 or world()[0] == 0
-
-
 @contextmanager
 def processes() -> Iterator[None]:
     """Run the body in the launcher's process group (initialised here if needed, and

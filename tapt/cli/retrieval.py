@@ -11,7 +11,7 @@ from pathlib import Path
 from rich.markup import escape
 
 from tapt.cli import eval_extras, terminal
-from tapt.cli.distributed import is_main, multiprocess
+from tapt.cli.distributed import multiprocess
 from tapt.cli.eval_views import (
     add_by_arg,
     add_view_args,
@@ -44,6 +44,7 @@ from tapt.cli.serving import (
     check_serving_args,
     show_index,
 )
+from tapt.util.process_group import is_main_process
 
 logger = logging.getLogger("tapt")
 
@@ -115,7 +116,7 @@ def _check_outputs(args: argparse.Namespace) -> None:
     """tapt eval / bm25: --output and --run can be written, and neither they nor
     ``--format mteb``'s --mteb-dir lands on an input (the data, the model, the --queries
     files) (before anything loads; rank 0 only under torchrun: it alone writes)."""
-    if is_main():
+    if is_main_process():
         inputs = (data_inputs("--data", args.data, args.config)
                   + model_inputs("--model", getattr(args, "model", None))
                   + eval_extras.query_set_inputs(args))
@@ -243,7 +244,7 @@ def cmd_mine(args: argparse.Namespace) -> int:
     from tapt.retrieval.retriever_factory import build_retriever, is_bm25
     from tapt.retrieval.search import require_search
 
-    if is_main():
+    if is_main_process():
         check_outputs([("--output", args.output)], overwrite=args.overwrite,
                       inputs=data_inputs("--data", args.data, args.config)
                       + model_inputs("--retriever", args.retriever))
@@ -263,7 +264,7 @@ def cmd_mine(args: argparse.Namespace) -> int:
                                     progress=progress, search=search)
         records, summary = mine(retriever, dataset, args.split, settings,
                                 with_title=not args.no_title, exclude=dataset.held_out)
-    if not is_main():  # under torchrun rank 0 alone writes and prints
+    if not is_main_process():  # under torchrun rank 0 alone writes and prints
         return 0
     from tapt.data.content import made_from
 
@@ -311,7 +312,7 @@ def cmd_score(args: argparse.Namespace) -> int:
     from tapt.retrieval.retriever_factory import build_retriever, is_bm25
     from tapt.retrieval.teacher_scores import needed_pairs, score_pairs, write_teacher_scores
 
-    if is_main():
+    if is_main_process():
         check_outputs([("--output", args.output)], overwrite=args.overwrite,
                       inputs=[*data_inputs("--data", args.data, args.config),
                               *model_inputs("--teacher", args.teacher), ("--mined", args.mined)])
@@ -336,7 +337,7 @@ def cmd_score(args: argparse.Namespace) -> int:
         scores = score_pairs(retriever, dataset, pairs, with_title=not args.no_title,
                              corpus_ids=list(dataset.corpus) if lexical else None)
         teacher = retriever.name
-        if args.fuse_bm25 is not None and is_main():
+        if args.fuse_bm25 is not None and is_main_process():
             from tapt.retrieval.teacher_scores import fused_scores
 
             bm25 = build_retriever("bm25", top_k=1, k1=args.k1, b=args.b, progress=progress)
@@ -344,7 +345,7 @@ def cmd_score(args: argparse.Namespace) -> int:
                                          corpus_ids=list(dataset.corpus))
             scores = fused_scores(scores, lexical_scores, args.fuse_bm25)
             teacher = f"{retriever.name}+{bm25.name}-linear-alpha{args.fuse_bm25:g}"
-    if not is_main():  # under torchrun rank 0 alone writes and prints
+    if not is_main_process():  # under torchrun rank 0 alone writes and prints
         return 0
     from tapt.data.content import made_from
 

@@ -31,10 +31,6 @@ def world() -> tuple[int, int]:
     return 0, 1
 
 
-def is_main() -> bool:
-    return world()[0] == 0
-
-
 def share(lengths: np.ndarray, rank: int, world_size: int) -> np.ndarray:
     """The positions rank ``rank`` encodes: every ``world_size``-th text by length."""
     order = np.argsort(-np.asarray(lengths), kind="stable")

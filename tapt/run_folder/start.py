@@ -50,7 +50,7 @@ from tapt.run_folder.layout import FINGERPRINT_KEY, RunDir, set_aside_incomplete
 from tapt.run_folder.lock import LOCK_NAME, RunLock, run_lock
 from tapt.util import folder_replace
 from tapt.util.outputs import OutputOnInputError, check_apart, resolved
-from tapt.util.process_group import is_main_process
+from tapt.util.process_group import is_main_process, launched
 
 logger = logging.getLogger(__name__)
 
@@ -300,7 +300,7 @@ def check_movable(run: RunDir) -> None:
     """``--overwrite`` moves only a tapt run folder, in one process, and never the current
     directory or a folder above it, nor through a symbolic link (the link's folder would be
     moved and the link left dangling where the new run must start)."""
-    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+    if launched():
         raise RecipeError(f"--overwrite moves {run.root} aside, which several processes "
                           "cannot do at once: run it in one process, or move the folder "
                           "yourself")

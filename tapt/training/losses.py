@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import os
 
 from torch import nn
 
@@ -11,6 +10,7 @@ from tapt.encoders.loading import ModelSpec, load_sentence_transformer
 from tapt.recipe import LossSettings
 from tapt.training.clear_loss import ClearLoss
 from tapt.training.lora import merge_lora
+from tapt.util.process_group import launched
 
 
 def build_loss(model, settings: LossSettings) -> nn.Module:
@@ -39,7 +39,7 @@ def build_contrastive_loss(model, settings: LossSettings) -> nn.Module:
     from sentence_transformers.sentence_transformer import losses
 
     # Gathering needs a process group; asking for it on one process only logs a warning.
-    gather = settings.gather_across_devices and int(os.environ.get("WORLD_SIZE", "1")) > 1
+    gather = settings.gather_across_devices and launched()
     if settings.name in settings.GIST_FAMILY:
         return build_gist_loss(model, settings, gather=gather)
     if settings.name == "mnsrl":

@@ -32,13 +32,18 @@ def launched() -> bool:
 
 
 def is_main_process() -> bool:
-    """True on global rank 0, and in a single-process run (no ``RANK`` in the environment).
+    """True on global rank 0, and in a single-process run (``WORLD_SIZE`` unset or 1).
 
-    Reads the launcher's ``RANK`` variable, so it answers before ``torch.distributed`` is
-    initialised (the run folder, its lock and the export are written by rank 0 only);
-    :func:`tapt.retrieval.sharding.is_main` asks the process group instead.
+    tapt's one answer, for training, the run folder, sweeps and the command line: it reads
+    the launcher's ``RANK`` (torchrun and ``accelerate launch`` set it to the rank the
+    process group will have), so it answers before ``torch.distributed`` is initialised
+    (the run folder, its lock and the export are written by rank 0 only). Not accelerate's
+    ``PartialState().is_main_process``: constructing ``PartialState`` under a launcher
+    initialises the process group itself (with its own backend, before
+    :mod:`tapt.cli.distributed` or the trainer's accelerator) and imports torch, which a
+    BM25 or API-model command never loads.
     """
-    return int(os.environ.get("RANK", "0")) == 0
+    return not launched() or int(os.environ.get("RANK", "0")) == 0
 
 
 def close_process_group() -> None:
