@@ -97,6 +97,8 @@ def add_parsers(commands) -> None:
 
 def cmd_pseudo(args: argparse.Namespace) -> int:
     progress = terminal.show_progress(args)
+    from tqdm.auto import tqdm
+
     from tapt.data.pseudo_queries import SamplingCounts, iter_pseudo_queries
     from tapt.data.sources import load_corpus
     from tapt.retrieval.pseudo_labels import (
@@ -107,7 +109,6 @@ def cmd_pseudo(args: argparse.Namespace) -> int:
         write_pseudo_queries,
     )
     from tapt.retrieval.retriever_factory import HybridOptions, build_retriever, is_bm25
-    from tqdm.auto import tqdm
 
     check_outputs([("--output", args.output)], overwrite=args.overwrite,
                   inputs=data_inputs("--data", args.data, args.config)

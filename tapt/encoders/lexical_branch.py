@@ -37,7 +37,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-
 from sentence_transformers import SentenceTransformer
 from sentence_transformers.base.modules.module import Module
 
@@ -51,7 +50,7 @@ class LexicalBranch(Module):
     """Appends ``sqrt(weight)`` x Λ's sentence embedding of the same token ids to the
     sentence embedding (module docstring)."""
 
-    config_keys = ["weight", "dense_dim"]
+    config_keys = ["weight", "dense_dim"]  # noqa: RUF012 (sentence-transformers' own name)
     config_file_name = "lexical_branch_config.json"
 
     def __init__(self, lexical, weight: float = 1.0, dense_dim: int | None = None) -> None:

@@ -213,12 +213,17 @@ def check_tokenizer_of(model, folder: Path, modules: list[dict]) -> None:
 def check_loads(folder: Path, trust_remote_code: bool = False,
                 modules: list[dict] | None = None) -> None:
     """``SentenceTransformer(folder)`` on the CPU, from local files only, a tokenizer that
-    fits its weights (with its files), and one finite embedding."""
+    fits its weights (with its files), and one finite embedding. A ``tapt combine`` export
+    loads with tapt's own module class (:func:`tapt.encoders.lexical_branch.tapt_modules_only`:
+    no code of the folder's), as its card tells users to."""
     from sentence_transformers import SentenceTransformer
+
+    from tapt.encoders.lexical_branch import tapt_modules_only
 
     try:
         model = SentenceTransformer(str(folder), device="cpu", local_files_only=True,
-                                    trust_remote_code=trust_remote_code)
+                                    trust_remote_code=trust_remote_code
+                                    or tapt_modules_only(folder))
         embedding = model.encode(["tapt push check"], convert_to_numpy=True)
     except Exception as err:
         first = str(err).splitlines()[0] if str(err) else ""

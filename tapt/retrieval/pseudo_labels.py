@@ -184,8 +184,8 @@ def summary_table(sampled, counts: LabelCounts, settings: LabelSettings, teacher
             ("dropped: the teacher ranked no passage", counts.no_positive),
             ("rows written", counts.rows),
             ("rows whose positive is the query's own passage", counts.source_first),
-            (f"rows with fewer than {settings.negatives} negatives from ranks {low}-{high} "
-             "(kept)", counts.short_negatives),
+            ((f"rows with fewer than {settings.negatives} negatives from ranks {low}-{high} "
+              "(kept)"), counts.short_negatives),
             ("rows with no negative (kept as pairs)", counts.no_negative)):
         table.add_row(label, f"{value:,}")
     return table

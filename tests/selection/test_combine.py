@@ -9,7 +9,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 import tiny_models
 
 
@@ -135,3 +134,11 @@ def test_a_folder_with_code_is_not_loaded_with_remote_code(combined, tiny_beir_p
     assert tapt_modules_only(combined) and not tapt_modules_only(copy)
     assert run_main(["eval", "--model", copy, "--data", tiny_beir_path, "--quiet"]) == 2
     assert "trust_remote_code" in capsys.readouterr().out
+
+
+def test_push_checks_load_the_combined_model_as_its_card_says(combined):
+    """tapt push's load check takes tapt's module class (no code from the folder), as the
+    card's SentenceTransformer(path, trust_remote_code=True) does."""
+    from tapt.hub.checks import check_loads
+
+    check_loads(combined)
