@@ -1,12 +1,14 @@
 """tapt's layers, bottom up, and the rule that a module imports only from its own layer or
 below, with no cycles (README "Layout"):
 
-    util -> data -> recipe -> encoders -> serving -> retrieval, hub -> run_folder -> cards
+    util -> data -> recipe -> encoders -> retrieval, hub -> run_folder -> cards -> serving
     -> training -> selection -> analysis -> cli
 
 ``serving`` (making exports) sits above ``encoders``: it converts and checks a model that
 an encoder loads, while running an export is an encoder's job
-(:mod:`tapt.encoders.exported`), so no encoder imports ``serving``.
+(:mod:`tapt.encoders.exported`), so no encoder imports ``serving``. It sits above
+``cards`` too, since it writes an export's card (:mod:`tapt.cards.serving_card`: every card
+writer in one package); only the command line imports it.
 
 Every module under ``tapt/`` is parsed with ``ast`` (nothing is imported); every
 ``import tapt...`` / ``from tapt... import ...``, at module level or inside a function, is
@@ -28,8 +30,8 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "tapt"
 
-LAYERS = ["util", "data", "recipe", "encoders", "serving", "retrieval/hub", "run_folder",
-          "cards", "training", "selection", "analysis", "cli"]
+LAYERS = ["util", "data", "recipe", "encoders", "retrieval/hub", "run_folder", "cards",
+          "serving", "training", "selection", "analysis", "cli"]
 PACKAGES = {"util": "util", "data": "data", "recipe": "recipe", "encoders": "encoders",
             "serving": "serving",
             "retrieval": "retrieval/hub", "hub": "retrieval/hub", "run_folder": "run_folder",

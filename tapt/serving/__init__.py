@@ -5,8 +5,9 @@ the normalised sentence embedding) and written with a manifest that is checked o
 - :mod:`tapt.serving.onnx_export` / :mod:`tapt.serving.openvino_export`: the conversions
   (OpenVINO's from the ONNX graph) and int8 by ONNX Runtime's dynamic quantisation or NNCF;
 - :mod:`tapt.serving.export_folder`: ``tapt export``'s folder (graph, tokenizer, manifest,
-  card), checked against torch, staged and renamed into place;
-- :mod:`tapt.serving.card`: the card, with the lines that run an export without tapt.
+  card), checked against torch, staged and renamed into place. Its card, with the lines
+  that run an export without tapt, is :mod:`tapt.cards.serving_card` (every card writer in
+  one package, one layer down).
 
 Running an export is an encoder's job, one layer down: the manifest and its check are
 :mod:`tapt.encoders.export_manifest`, the encoder that runs the folder through ONNX Runtime

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+from tapt.cards.serving_card import export_card, source_file, source_license
 from tapt.encoders.backends import require_export
 from tapt.encoders.export_manifest import (
     DYNAMIC_LABEL,
@@ -39,7 +40,6 @@ from tapt.encoders.model_paths import PACKAGE_SCHEME, resolve_model_path
 from tapt.encoders.preset_record import portable_model_name
 from tapt.encoders.st_inference import stored_prompt
 from tapt.serving import onnx_export, openvino_export
-from tapt.serving.card import export_card, source_file, source_license
 from tapt.serving.graph import ExportError, check_exportable, input_names
 from tapt.serving.onnx_export import export_onnx, quantize_onnx_dynamic, quantize_onnx_static
 from tapt.serving.openvino_export import export_openvino, quantize_openvino_int8
