@@ -50,6 +50,29 @@ def test_every_help_shows_the_defaults(path, parser):
             assert "default" in shown, f"{' '.join(path)} {action.option_strings}: {shown!r}"
 
 
+SHARED_FLAGS = ("--batch-size", "--max-tokens-per-batch", "--dtype", "--device")
+"""Flags several commands take for the same thing: declared by one helper
+(``tapt.cli.options.add_batching_args`` / ``add_device_args``)."""
+
+
+def test_a_shared_flag_reads_the_same_in_every_command():
+    """``--batch-size``, ``--max-tokens-per-batch``, ``--dtype`` and ``--device`` have one
+    help, type, default and choices wherever they appear (``tapt merge --pick-on-dev``'s
+    group once redefined them with another help)."""
+    declared: dict[str, dict[tuple, list[str]]] = {}
+    for path, parser in PARSERS:
+        for action in parser._actions:
+            for flag in set(action.option_strings) & set(SHARED_FLAGS):
+                how = (action.help, action.type, action.default, tuple(action.choices or ()))
+                declared.setdefault(flag, {}).setdefault(how, []).append(" ".join(path))
+    assert set(declared) == set(SHARED_FLAGS)
+    batch_commands = {command for commands in declared["--batch-size"].values()
+                      for command in commands}
+    assert {"tapt eval", "tapt merge", "tapt combine"} <= batch_commands
+    differing = {flag: ways for flag, ways in declared.items() if len(ways) > 1}
+    assert differing == {}
+
+
 def test_defaults_appear_in_the_printed_help(capsys):
     with pytest.raises(SystemExit):
         main(["data", "synth", "--help"])
@@ -85,10 +108,11 @@ def test_version(capsys):
 def test_the_public_names_import_from_tapt_cli():
     import tapt.cli
     from tapt.cli import COMMANDS
+    from tapt.cli import number_types
     from tapt.cli import options as cli_options
 
     assert callable(tapt.cli.main) and callable(tapt.cli.build_parser)
-    assert cli_options.NUMBER_TYPES and cli_options.check_outputs
+    assert number_types.NUMBER_TYPES and cli_options.check_outputs
     assert set(COMMANDS) >= {"data", "eval", "bm25", "train", "dapt", "mine", "push", "merge",
                              "validate", "recipe", "compare", "ablate", "analyze", "probe",
                              "report"}

@@ -11,6 +11,15 @@ from pathlib import Path
 from tapt.cli import maps, terminal
 from tapt.cli.distributed import multiprocess
 from tapt.cli.inputs import api_options, model_options, read_data, search_options
+from tapt.cli.number_types import (
+    fraction,
+    open_fraction,
+    positive_count,
+    resamples,
+    sample_size,
+    seed,
+    top_k,
+)
 from tapt.cli.options import (
     add_analysis_data,
     add_analysis_outputs,
@@ -18,14 +27,7 @@ from tapt.cli.options import (
     add_subcorpus_args,
     check_outputs,
     data_inputs,
-    fraction,
     model_inputs,
-    open_fraction,
-    positive_count,
-    resamples,
-    sample_size,
-    seed,
-    top_k,
 )
 from tapt.util.figures import save
 from tapt.util.files import atomic_write_json, atomic_write_text

@@ -10,10 +10,7 @@ import datetime
 from pathlib import Path
 
 from tapt.cli import terminal
-from tapt.cli.options import (
-    cache_gb,
-    days,
-)
+from tapt.cli.number_types import cache_gb, days
 
 
 def add_parsers(commands) -> None:

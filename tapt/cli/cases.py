@@ -7,13 +7,8 @@ import argparse
 from pathlib import Path
 
 from tapt.cli import terminal
-from tapt.cli.options import (
-    add_corpus_store_args,
-    cases_shown,
-    check_outputs,
-    data_inputs,
-    relevant_from,
-)
+from tapt.cli.number_types import cases_shown, relevant_from
+from tapt.cli.options import add_corpus_store_args, check_outputs, data_inputs
 
 
 def add_parsers(commands) -> None:

@@ -8,13 +8,13 @@ from dataclasses import replace
 from pathlib import Path
 
 from tapt.cli import terminal
+from tapt.cli.number_types import non_negative_float
 from tapt.cli.options import (
+    add_batching_args,
     add_quiet_arg,
     add_subcorpus_args,
-    batch_size,
     check_folder,
     data_inputs,
-    non_negative_float,
 )
 
 
@@ -51,8 +51,7 @@ def add_parsers(commands) -> None:
     combine.add_argument("--no-title", action="store_true",
                          help="encode passages without title (--pick-on-dev DATA)")
     add_subcorpus_args(combine, "dev sub-corpus (--pick-on-dev DATA)")
-    combine.add_argument("--batch-size", type=batch_size, default=32,
-                         help="texts per encoding batch")
+    add_batching_args(combine, token_budget=False)  # the dev pick's encoding batches
     add_quiet_arg(combine)
 
 

@@ -8,15 +8,12 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from tapt.cli import terminal
+from tapt.cli.number_types import seed, sequence_length, synth_distractors, synth_queries
 from tapt.cli.options import (
     add_decontaminate_arg,
     add_dev_carve_args,
     add_relevance_arg,
     check_folder,
-    seed,
-    sequence_length,
-    synth_distractors,
-    synth_queries,
 )
 from tapt.data.beir import SPLITS
 

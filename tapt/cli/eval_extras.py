@@ -17,7 +17,8 @@ import json
 from pathlib import Path
 
 from tapt.cli import terminal
-from tapt.cli.options import check_folder, top_k
+from tapt.cli.number_types import top_k
+from tapt.cli.options import check_folder
 
 RANKING_SECTION = "ranking"
 """The result file's section holding ``--save-run``'s top passages per query."""

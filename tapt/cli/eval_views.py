@@ -14,9 +14,7 @@ import argparse
 from pathlib import Path
 
 from tapt.cli import terminal
-from tapt.cli.options import (
-    width,
-)
+from tapt.cli.number_types import width
 from tapt.data.beir import SPLITS
 
 

@@ -7,7 +7,8 @@ import argparse
 from pathlib import Path
 
 from tapt.cli import terminal
-from tapt.cli.options import add_analysis_data, add_model_options, map_sample
+from tapt.cli.number_types import map_sample
+from tapt.cli.options import add_analysis_data, add_model_options
 
 
 def add_map_parser(analyses) -> None:

@@ -1,11 +1,6 @@
 """What the ``tapt`` commands share in their options, and what they check before they load
 anything.
 
-- The argparse number types: every numeric flag of every command uses one of
-  :data:`NUMBER_TYPES`, built from :mod:`tapt.util.bounds` (the table of ranges), so
-  ``--batch-size 0``, ``--k1 nan``, ``--k1 1e100`` or ``--rrf-k inf`` stop at parsing with
-  ``argument --k1: must be ...`` and the reason (exit code 2); every flag's help ends with
-  its range.
 - :func:`check_outputs`: every output path a command will write is checked before the
   model or the data loads (an existing file without ``--overwrite``, a folder in the way,
   a parent that is a file, a folder that cannot be written).
@@ -17,118 +12,27 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 
+from tapt.cli.number_types import (
+    batch_size,
+    concurrency,
+    count,
+    dev_carve_size,
+    fraction,
+    rate,
+    relevant_from,
+    seed,
+    sequence_length,
+    tokens_per_batch,
+    top_k,
+    width,
+)
 from tapt.data.beir import SPLITS
 from tapt.encoders.precision import DTYPE_NAMES
-from tapt.util import bounds
 from tapt.util.families import registered_families
 from tapt.util.ids import path_component
-
-
-def number_type(bound: bounds.Bound, name: str, *, none: str | None = None) -> Callable:
-    """An argparse ``type`` for ``bound``; ``none``: a word (e.g. ``none``) that means None."""
-
-    def parse(text: str):
-        if none is not None and text.strip().lower() == none:
-            return None
-        try:
-            return bound.parse(text, "value")
-        except ValueError:
-            extra = f" or '{none}'" if none is not None else ""
-            why = f" ({bound.why})" if bound.why else ""
-            raise argparse.ArgumentTypeError(
-                f"must be {bound.description}{extra}, got {text!r}{why}") from None
-
-    parse.__name__ = name  # argparse names the type in some of its messages
-    parse.bound = bound  # type: ignore[attr-defined]
-    return parse
-
-
-positive_int = number_type(bounds.POSITIVE_INT, "positive_int")
-non_negative_int = number_type(bounds.NON_NEGATIVE_INT, "non_negative_int")
-seed = number_type(bounds.SEED, "seed")
-positive_float = number_type(bounds.POSITIVE_FLOAT, "positive_float")
-non_negative_float = number_type(bounds.NON_NEGATIVE_FLOAT, "non_negative_float")
-fraction = number_type(bounds.FRACTION, "fraction")
-open_fraction = number_type(bounds.OPEN_FRACTION, "open_fraction")
-margin_or_none = number_type(bounds.MARGIN, "margin_or_none", none="none")
-finite_float = number_type(bounds.FINITE_FLOAT, "finite_float")
-# The flags' own ranges (tapt.util.bounds' table): an upper end where a dtype or memory ends.
-width = number_type(bounds.WIDTH, "width")
-sequence_length = number_type(bounds.SEQUENCE_LENGTH, "sequence_length")
-tokens_per_batch = number_type(bounds.TOKENS_PER_BATCH, "tokens_per_batch")
-batch_size = number_type(bounds.BATCH_SIZE, "batch_size")
-top_k = number_type(bounds.TOP_K, "top_k")
-skip_top = number_type(bounds.SKIP_TOP, "skip_top")
-count = number_type(bounds.COUNT, "count")
-positive_count = number_type(bounds.POSITIVE_COUNT, "positive_count")
-sample_size = number_type(bounds.SAMPLE, "sample_size")
-bm25_k1 = number_type(bounds.BM25_K1, "bm25_k1")
-rrf_k = number_type(bounds.RRF_K, "rrf_k")
-resamples = number_type(bounds.RESAMPLES, "resamples")
-concurrency = number_type(bounds.CONCURRENCY, "concurrency")
-rate = number_type(bounds.RATE, "rate")
-cache_gb = number_type(bounds.CACHE_GB, "cache_gb")
-days = number_type(bounds.DAYS, "days")
-synth_queries = number_type(bounds.SYNTH_QUERIES, "synth_queries")
-synth_distractors = number_type(bounds.SYNTH_DISTRACTORS, "synth_distractors")
-soup_size = number_type(bounds.SOUP_SIZE, "soup_size")
-rescore = number_type(bounds.RESCORE, "rescore")
-calibration_size = number_type(bounds.CALIBRATION, "calibration_size")
-map_sample = number_type(bounds.MAP_SAMPLE, "map_sample")
-cases_shown = number_type(bounds.CASES_SHOWN, "cases_shown")
-threads = number_type(bounds.THREADS, "threads")
-
-
-def relevant_from(text: str) -> int | str:
-    """``--relevant-from``: ``auto`` or a grade in [1, 1000] (``parse_relevant_from``)."""
-    from tapt.data.relevance import parse_relevant_from
-
-    try:
-        return parse_relevant_from(text.strip().lower())
-    except ValueError as err:
-        raise argparse.ArgumentTypeError(str(err)) from None
-
-
-relevant_from.bound = bounds.GRADE  # type: ignore[attr-defined]  (or auto)
-
-
-def dev_carve_size(text: str) -> int | float:
-    """``--dev-from-train``: a number of queries or a fraction in (0, 1), as the recipe's."""
-    bound = bounds.DEV_CARVE
-    if bounds.is_one_point_zero(text):
-        raise argparse.ArgumentTypeError(f"{text!r}: {bounds.ONE_POINT_ZERO}")
-    try:
-        value = bound.parse(text, "value")
-    except ValueError:
-        value = None
-    if value is None or not (value.is_integer() or value < 1.0):
-        raise argparse.ArgumentTypeError(f"must be {bound.description}, got {text!r} "
-                                         f"({bound.why})")
-    return int(value) if value.is_integer() else value
-
-
-dev_carve_size.bound = bounds.DEV_CARVE  # type: ignore[attr-defined]
-
-
-def seed_list(text: str) -> list[int]:
-    """``--seeds 0,1,2``: comma-separated seeds, each one a :func:`seed`."""
-    return [seed(item.strip()) for item in text.split(",")]
-
-
-seed_list.bound = bounds.SEED  # type: ignore[attr-defined]  (each seed)
-
-
-NUMBER_TYPES = (positive_int, non_negative_int, seed, positive_float, non_negative_float,
-                fraction, open_fraction, margin_or_none, finite_float, relevant_from,
-                seed_list, width, sequence_length, tokens_per_batch, batch_size, top_k,
-                skip_top, count, positive_count, sample_size, bm25_k1, rrf_k, resamples,
-                concurrency, rate, cache_gb, days, synth_queries, synth_distractors,
-                soup_size, rescore, calibration_size, map_sample, cases_shown,
-                dev_carve_size, threads)
-"""The only ``type=`` a numeric flag may have (a test walks the parser tree)."""
 
 
 def check_outputs(paths: Iterable[tuple[str, Path | None]], *, overwrite: bool = True,
@@ -339,20 +243,10 @@ def add_encoding_args(parser: argparse.ArgumentParser, *, one_vector: bool = Fal
     parser.add_argument("--family", default="auto", help=family_help())
     parser.add_argument("--max-seq-length", type=sequence_length, default=None,
                         help="truncate texts to N tokens (default: the preset's)")
-    parser.add_argument("--batch-size", type=batch_size, default=32,
-                        help="texts per encoding batch")
-    parser.add_argument("--max-tokens-per-batch", type=tokens_per_batch, default=None,
-                        help="padded tokens per encoding batch (default: batch size x "
-                             "maximum sequence length)")
-    parser.add_argument("--dtype", choices=DTYPE_NAMES, default="auto",
-                        help="load and encode in this precision; auto: bfloat16 where the "
-                             "device runs it natively (a CUDA GPU with bf16, a CPU with AMX "
-                             "or AVX512-BF16), float32 elsewhere")
+    add_batching_args(parser)
+    add_device_args(parser)
     parser.add_argument("--trust-remote-code", action="store_true",
                         help="allow the model's own code from the Hub (off by default)")
-    parser.add_argument("--device", default=None,
-                        help="torch device such as cuda:1 or cpu (default: a GPU when "
-                             "there is one)")
     parser.add_argument("--truncate-dim", type=width, default=None,
                         help="use the first N embedding dimensions (Matryoshka; an API "
                              "model is asked for N dimensions)")
@@ -374,6 +268,32 @@ def add_encoding_args(parser: argparse.ArgumentParser, *, one_vector: bool = Fal
                        help="row storage of the torch search (float16 halves its memory)")
     add_long_passage_args(parser, one_vector=one_vector)
     add_api_args(parser)
+
+
+def add_batching_args(parser: argparse.ArgumentParser | argparse._ArgumentGroup, *,
+                      token_budget: bool = True) -> None:
+    """``--batch-size`` and (``token_budget``) ``--max-tokens-per-batch``: how texts are
+    batched for encoding, declared here once for every command that encodes
+    (:func:`add_encoding_args`, ``tapt merge --pick-on-dev``, ``tapt combine``)."""
+    parser.add_argument("--batch-size", type=batch_size, default=32,
+                        help="texts per encoding batch")
+    if token_budget:
+        parser.add_argument("--max-tokens-per-batch", type=tokens_per_batch, default=None,
+                            help="padded tokens per encoding batch (default: batch size x "
+                                 "maximum sequence length)")
+
+
+def add_device_args(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """``--dtype --device``: the precision and the torch device a model is loaded and
+    encodes in, declared here once (:func:`add_encoding_args`, ``tapt merge
+    --pick-on-dev``)."""
+    parser.add_argument("--dtype", choices=DTYPE_NAMES, default="auto",
+                        help="load and encode in this precision; auto: bfloat16 where the "
+                             "device runs it natively (a CUDA GPU with bf16, a CPU with AMX "
+                             "or AVX512-BF16), float32 elsewhere")
+    parser.add_argument("--device", default=None,
+                        help="torch device such as cuda:1 or cpu (default: a GPU when "
+                             "there is one)")
 
 
 def add_long_passage_args(parser: argparse.ArgumentParser, *, one_vector: bool = False) -> None:

@@ -10,20 +10,14 @@ from pathlib import Path
 
 from tapt.cli import terminal
 from tapt.cli.inputs import opened_encoder, search_options
+from tapt.cli.number_types import bm25_k1, count, fraction, positive_count, rrf_k, seed, top_k
 from tapt.cli.options import (
     add_corpus_store_args,
     add_encoding_args,
     add_quiet_arg,
-    bm25_k1,
     check_outputs,
-    count,
     data_inputs,
-    fraction,
     model_inputs,
-    positive_count,
-    rrf_k,
-    seed,
-    top_k,
 )
 from tapt.cli.serving import add_backend_args, check_serving_args
 

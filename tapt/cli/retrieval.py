@@ -20,6 +20,7 @@ from tapt.cli.eval_views import (
     show_views,
 )
 from tapt.cli.inputs import opened_encoder, read_data, search_options
+from tapt.cli.number_types import bm25_k1, fraction, margin_or_none, rrf_k, seed, skip_top, top_k
 from tapt.cli.options import (
     add_corpus_store_args,
     add_data_args,
@@ -27,16 +28,9 @@ from tapt.cli.options import (
     add_encoding_args,
     add_quiet_arg,
     add_source_args,
-    bm25_k1,
     check_outputs,
     data_inputs,
-    fraction,
-    margin_or_none,
     model_inputs,
-    rrf_k,
-    seed,
-    skip_top,
-    top_k,
 )
 from tapt.cli.serving import (
     add_backend_args,

@@ -11,21 +11,17 @@ from pathlib import Path
 from rich.markup import escape
 
 from tapt.cli import terminal
+from tapt.cli.number_types import fraction, relevant_from, seed_list, soup_size
 from tapt.cli.options import (
+    add_batching_args,
+    add_device_args,
     add_quiet_arg,
     add_relevance_arg,
     add_subcorpus_args,
-    batch_size,
     check_folder,
     data_inputs,
     family_help,
-    fraction,
-    relevant_from,
-    seed_list,
-    soup_size,
-    tokens_per_batch,
 )
-from tapt.encoders.precision import DTYPE_NAMES
 from tapt.util import bounds
 
 
@@ -94,17 +90,8 @@ def _add_merge_parser(commands) -> None:
     add_relevance_arg(pick)
     pick.add_argument("--no-title", action="store_true", help="encode passages without title")
     add_subcorpus_args(pick, "dev sub-corpus")
-    pick.add_argument("--batch-size", type=batch_size, default=32,
-                      help="texts per encoding batch")
-    pick.add_argument("--max-tokens-per-batch", type=tokens_per_batch, default=None,
-                      help="padded tokens per encoding batch (default: batch size x maximum "
-                           "sequence length)")
-    pick.add_argument("--dtype", choices=DTYPE_NAMES, default="auto",
-                      help="encoding precision (auto: bfloat16 where the device runs it "
-                           "natively: a CUDA GPU with bf16, a CPU with AMX or "
-                           "AVX512-BF16; else float32)")
-    pick.add_argument("--device", default=None,
-                      help="torch device such as cuda:1 or cpu (default: a GPU when there is one)")
+    add_batching_args(pick)
+    add_device_args(pick)
     add_quiet_arg(pick)
     guard = merge.add_argument_group(
         "a guard criterion for --pick-on-dev: the best dev weight whose guard metric is at "

@@ -10,15 +10,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from tapt.cli import terminal
-from tapt.cli.options import (
-    calibration_size,
-    check_folder,
-    family_help,
-    rescore,
-    seed,
-    sequence_length,
-    threads,
-)
+from tapt.cli.number_types import calibration_size, rescore, seed, sequence_length, threads
+from tapt.cli.options import check_folder, family_help
 
 BACKEND_CHOICES = ("torch", "onnx", "openvino")
 PRECISION_CHOICES = ("float32", "int8", "uint8", "binary", "ubinary")

@@ -6,7 +6,7 @@ parameter, the range and, where the range is not obvious, why it ends there (``w
 Booleans are never numbers (``True`` is not 1), floats must be finite, and a whole-number
 bound takes an integral float (``2.0``) but not ``2.5``. The same object is
 
-- an argparse type (``tapt.cli.options.number_type``), so a flag refuses at parse time;
+- an argparse type (``tapt.cli.number_types.number_type``), so a flag refuses at parse time;
 - a pydantic annotation (``Annotated[float, LOGIT_SCALE]``), so a recipe key is refused when
   the recipe is loaded, and ``tapt recipe schema`` shows the range;
 - the library's own check (``BM25Retriever(k1=...)``).

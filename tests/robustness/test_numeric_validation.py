@@ -1,7 +1,7 @@
 """Values refused where they are given (recipe values, numeric flags, output paths): a
 recipe value that can be checked without loading anything is checked by the
 schema (``tapt validate``, ``load_recipe``), naming the key; every numeric flag of every
-command goes through one of ``tapt.cli.options.NUMBER_TYPES``; the library functions
+command goes through one of ``tapt.cli.number_types.NUMBER_TYPES``; the library functions
 behind the flags refuse the same values naming the parameter; and every output path is
 checked before a command loads its data or model."""
 
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tapt.cli import build_parser
+from tapt.cli import build_parser, number_types
 from tapt.cli import options as cli_options
 from tapt.recipe import DaptRecipe, Recipe, RecipeError, Section, annotation_types, load_recipe
 
@@ -254,7 +254,7 @@ def subparsers(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()):
 def numeric_actions():
     for path, parser in subparsers(build_parser()):
         for action in parser._actions:
-            if action.type in cli_options.NUMBER_TYPES:
+            if action.type in number_types.NUMBER_TYPES:
                 yield path, parser, action
 
 
@@ -262,14 +262,14 @@ def test_every_numeric_flag_uses_a_shared_number_type():
     seen = 0
     for path, parser in subparsers(build_parser()):
         for action in parser._actions:
-            assert action.type in (None, Path, *cli_options.NUMBER_TYPES), (
+            assert action.type in (None, Path, *number_types.NUMBER_TYPES), (
                 f"tapt {' '.join(path)} {action.option_strings or action.dest}: "
-                f"type={action.type!r} is not one of cli_options.NUMBER_TYPES")
-            seen += action.type in cli_options.NUMBER_TYPES
+                f"type={action.type!r} is not one of number_types.NUMBER_TYPES")
+            seen += action.type in number_types.NUMBER_TYPES
     assert seen >= 30  # the walk does reach every command
 
 
-POSITIVE = (cli_options.positive_int, cli_options.positive_float, cli_options.open_fraction)
+POSITIVE = (number_types.positive_int, number_types.positive_float, number_types.open_fraction)
 
 
 @mark("every numeric flag of every command", "0, -5, nan, inf, -inf, true, 1e999 or '' "
@@ -282,7 +282,7 @@ def test_every_numeric_flag_refuses_bad_values_naming_the_flag(capsys):
         if flag is None:
             continue
         bad = ["nan", "inf", "-inf", "true", "1e999", "", "abc"]
-        if action.type is not cli_options.finite_float:
+        if action.type is not number_types.finite_float:
             bad.append("-5")
         if action.type in POSITIVE:
             bad.append("0")
@@ -336,8 +336,8 @@ def test_the_reported_flags_are_refused(argv, flag, tmp_path, capsys):
 
 
 def test_margin_none_still_turns_the_filter_off():
-    assert cli_options.margin_or_none("none") is None
-    assert cli_options.margin_or_none("0.1") == pytest.approx(0.1)
+    assert number_types.margin_or_none("none") is None
+    assert number_types.margin_or_none("0.1") == pytest.approx(0.1)
 
 
 # --- the library refuses the same values, naming the parameter ------------------------------
