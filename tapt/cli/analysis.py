@@ -175,13 +175,8 @@ def _loaders(args: argparse.Namespace, models: dict[str, str], *, top_k: int | N
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from tapt.analysis.compare import (
-        compare_results,
-        comparison_table,
-        frontier_figure,
-        markdown_table,
-        parse_assignments,
-    )
+    from tapt.analysis.compare import compare_results, parse_assignments
+    from tapt.analysis.compare_render import comparison_table, frontier_figure, markdown_table
 
     output, plot = _analysis_files(args)
     comparison = compare_results(args.results, kinds=parse_assignments(args.kind, "--kind"),

@@ -362,7 +362,8 @@ def soup_of_sweep(result, top: int, *, with_test: bool) -> None:
     metric, cooked into ``SWEEP/soup`` (replaced on a rerun: it is the sweep's own export);
     with ``with_test``, its test metrics (``SWEEP/soup-test.json``) and a paired test
     against the best trial's, printed as ``tapt compare --baseline`` prints them."""
-    from tapt.analysis.compare import compare_results, markdown_table
+    from tapt.analysis.compare import compare_results
+    from tapt.analysis.compare_render import markdown_table
     from tapt.selection.soup import soup
 
     done = [t for t in result.trials if t.status == "finished" and t.dev

@@ -9,14 +9,8 @@ import math
 import numpy as np
 import pytest
 
-from tapt.analysis.compare import (
-    compare_results,
-    corpus_label,
-    frontier_figure,
-    infer_kind,
-    latency_ms,
-    markdown_table,
-)
+from tapt.analysis.compare import compare_results, corpus_label, infer_kind, latency_ms
+from tapt.analysis.compare_render import frontier_figure, markdown_table
 from tapt.analysis.plots import pareto_front
 from tapt.cli import main
 from tapt.retrieval.metrics import METRIC_KEYS

@@ -135,7 +135,7 @@ def test_bm25_on_dev_carves_the_dev_split_as_the_run_did(tiny_beir_path, tmp_pat
     recipe's relevance rule, where it used to fail to load a dev split."""
     import shutil
 
-    from tapt.analysis.report import bm25_on_dev, dev_subcorpus
+    from tapt.analysis.bm25_reference import bm25_on_dev, dev_subcorpus
     from tapt.data.sources import load_data
     from tapt.data.splits import carve_dev
 
@@ -160,7 +160,7 @@ def test_bm25_on_dev_refuses_a_carve_other_than_the_runs(tiny_beir_path, tmp_pat
 
     import pytest
 
-    from tapt.analysis.report import bm25_on_dev, dev_subcorpus
+    from tapt.analysis.bm25_reference import bm25_on_dev, dev_subcorpus
 
     data = Path(shutil.copytree(tiny_beir_path, tmp_path / "beir"))
     (data / "qrels" / "dev.tsv").unlink()

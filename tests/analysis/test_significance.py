@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from tapt.analysis.compare import compare_results, markdown_table
+from tapt.analysis.compare import compare_results
+from tapt.analysis.compare_render import markdown_table
 from tapt.analysis.significance import holm, mean_std, paired_test
 from tapt.cli import main
 from tapt.retrieval.metrics import METRIC_KEYS

@@ -16,7 +16,8 @@ from robustness.hostile import VALID, deep_json, document_variants, huge_int
 pytest.importorskip("tapt.analysis.compare")
 
 from tapt.analysis.compare import compare_results
-from tapt.analysis.report import bm25_from_file, load_run
+from tapt.analysis.bm25_reference import bm25_from_file
+from tapt.analysis.report import load_run
 
 RESULT = {"binary_ndcg@10": 0.5, "graded_ndcg@10": 0.45, "mrr@10": 0.4, "recall@100": 0.9,
           "timings": {"search_ms_per_query": 0.25, "query_encode_ms_per_query": 1.5},
