@@ -104,7 +104,7 @@ def _summary(verb: str, models, corpora, scratch) -> str:
 
 def cmd_cache(args: argparse.Namespace) -> int:
     from tapt.data.arrow_corpus import list_corpus_files
-    from tapt.retrieval.embedding_cache import UNSTARTED, list_entries
+    from tapt.retrieval.embedding_cache_entries import UNSTARTED, list_entries
     from tapt.run_folder.scratch import list_scratch, remove_stale, scratch_root
     from tapt.util.cache_entries import (
         prune_entries,

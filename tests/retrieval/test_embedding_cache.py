@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from tapt.encoders.model_digest import model_key
-from tapt.retrieval.embedding_cache import EmbeddingCache, list_entries, prune
+from tapt.retrieval.embedding_cache import EmbeddingCache
+from tapt.retrieval.embedding_cache_entries import list_entries, prune
 
 
 def _rows(n, dim=8, seed=0):

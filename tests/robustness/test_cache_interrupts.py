@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from tapt.retrieval import embedding_cache
-from tapt.retrieval.embedding_cache import EmbeddingCache, list_entries
+from tapt.retrieval.embedding_cache import EmbeddingCache
+from tapt.retrieval.embedding_cache_entries import list_entries
 
 AREA = "crash safety"
 

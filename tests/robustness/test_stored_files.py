@@ -594,7 +594,8 @@ def during_corpus_encode(encoder, action) -> None:
 def test_prune_never_touches_a_cache_folder_being_written(tiny_bert_path, tmp_path, quiet_cli,
                                                           capsys, caplog):
     from tapt.retrieval.dense import DenseRetriever
-    from tapt.retrieval.embedding_cache import EmbeddingCache, list_entries
+    from tapt.retrieval.embedding_cache import EmbeddingCache
+    from tapt.retrieval.embedding_cache_entries import list_entries
 
     encoder, ids, texts, queries = dense_setup(tiny_bert_path)
     root = tmp_path / "cache" / "local"
