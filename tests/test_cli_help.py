@@ -107,8 +107,7 @@ def test_version(capsys):
 
 def test_the_public_names_import_from_tapt_cli():
     import tapt.cli
-    from tapt.cli import COMMANDS
-    from tapt.cli import number_types
+    from tapt.cli import COMMANDS, number_types
     from tapt.cli import options as cli_options
 
     assert callable(tapt.cli.main) and callable(tapt.cli.build_parser)

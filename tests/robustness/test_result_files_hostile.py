@@ -15,8 +15,8 @@ from robustness.hostile import VALID, deep_json, document_variants, huge_int
 
 pytest.importorskip("tapt.analysis.compare")
 
-from tapt.analysis.compare import compare_results
 from tapt.analysis.bm25_reference import bm25_from_file
+from tapt.analysis.compare import compare_results
 from tapt.analysis.report import load_run
 
 RESULT = {"binary_ndcg@10": 0.5, "graded_ndcg@10": 0.45, "mrr@10": 0.4, "recall@100": 0.9,
