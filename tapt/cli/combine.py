@@ -8,7 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from tapt.cli import terminal
-from tapt.cli.number_types import non_negative_float
+from tapt.cli.number_types import lexical_weight
 from tapt.cli.options import (
     add_batching_args,
     add_quiet_arg,
@@ -36,12 +36,12 @@ def add_parsers(commands) -> None:
                          help="replace --output when it is a tapt combine export holding "
                               "nothing else")
     how = combine.add_mutually_exclusive_group(required=True)
-    how.add_argument("--weight", type=non_negative_float, default=None,
+    how.add_argument("--weight", type=lexical_weight, default=None,
                      help="w: query·passage scores dense + w x lexical")
     how.add_argument("--pick-on-dev", default=None, metavar="DATA|RUN",
                      help="pick w on a dev split: a tapt run folder (its recipe's dev set, "
                           "a carved one included) or a BEIR folder with a dev split")
-    combine.add_argument("--weights", type=non_negative_float, nargs="+", default=None, metavar="W",
+    combine.add_argument("--weights", type=lexical_weight, nargs="+", default=None, metavar="W",
                          help="the weights tried on dev (default 0 0.1 0.2 0.3 0.5 0.75 1 1.5 "
                               "2 3)")
     combine.add_argument("--metric", choices=METRIC_KEYS, default="binary_ndcg@10",

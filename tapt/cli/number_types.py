@@ -65,6 +65,7 @@ calibration_size = number_type(bounds.CALIBRATION, "calibration_size")
 map_sample = number_type(bounds.MAP_SAMPLE, "map_sample")
 cases_shown = number_type(bounds.CASES_SHOWN, "cases_shown")
 threads = number_type(bounds.THREADS, "threads")
+lexical_weight = number_type(bounds.LEXICAL_WEIGHT, "lexical_weight")
 
 
 def relevant_from(text: str) -> int | str:
@@ -112,5 +113,5 @@ NUMBER_TYPES = (positive_int, non_negative_int, seed, positive_float, non_negati
                 skip_top, count, positive_count, sample_size, bm25_k1, rrf_k, resamples,
                 concurrency, rate, cache_gb, days, synth_queries, synth_distractors,
                 soup_size, rescore, calibration_size, map_sample, cases_shown,
-                dev_carve_size, threads)
+                dev_carve_size, threads, lexical_weight)
 """The only ``type=`` a numeric flag may have (a test walks the parser tree)."""

@@ -47,7 +47,8 @@ def gpu_count() -> int:
 
 def prepare_vectors(vectors: np.ndarray, dim: int, normalize: bool) -> np.ndarray:
     """Contiguous float32 ``(n, dim)`` rows, L2-normalised by faiss's ``normalize_L2`` when
-    asked (zero rows stay zero; a copy: the caller's array is not changed).
+    asked (without faiss, for torch's search, the same division by numpy; zero rows stay
+    zero; a copy: the caller's array is not changed).
 
     Raises:
         ValueError: ``vectors`` is not two-dimensional with ``dim`` columns.
@@ -57,5 +58,9 @@ def prepare_vectors(vectors: np.ndarray, dim: int, normalize: bool) -> np.ndarra
         raise ValueError(f"expected vectors of shape (n, {dim}), got {vectors.shape}")
     if normalize:
         vectors = vectors.copy()
-        faiss.normalize_L2(vectors)
+        if faiss_installed():
+            faiss.normalize_L2(vectors)
+        else:  # torch's search runs without faiss: the same division, by numpy
+            norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+            np.divide(vectors, norms, out=vectors, where=norms > 0)
     return vectors

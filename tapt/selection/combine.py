@@ -37,6 +37,7 @@ from tapt.retrieval.retriever_factory import build_retriever
 from tapt.selection.merge import DevSettings, load_sources
 from tapt.selection.merge_export import source_records
 from tapt.training.weights import MergeError
+from tapt.util.bounds import LEXICAL_WEIGHT
 from tapt.util.files import atomic_write_json, atomic_write_text, staging_folder
 from tapt.util.folder_replace import FolderRecord, check_replaceable, replace_folder
 from tapt.util.json_file import read_json
@@ -182,13 +183,16 @@ def check_combine_output(output: Path, sources: Sequence[str], *, overwrite: boo
 
 
 def check_grid(grid: Sequence[float]) -> list[float]:
-    """The weights, each finite and >= 0, at least one, none twice."""
+    """The weights, each in :data:`tapt.util.bounds.LEXICAL_WEIGHT`, at least one, none
+    twice."""
     grid = [float(weight) for weight in grid]
     if not grid:
         raise MergeError("give at least one weight")
-    bad = [weight for weight in grid if not math.isfinite(weight) or weight < 0]
-    if bad:
-        raise MergeError(f"a lexical weight must be a finite number >= 0, got {bad[0]}")
+    for weight in grid:
+        try:
+            LEXICAL_WEIGHT.check(weight, "the lexical weight")
+        except ValueError as err:
+            raise MergeError(str(err)) from None
     if len(set(grid)) != len(grid):
         raise MergeError("a weight appears twice")
     return grid

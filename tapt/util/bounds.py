@@ -204,6 +204,8 @@ LOGIT_SCALE = Bound("in (0, 1000]", low=0, high=1000, low_open=True,
                     why="logits are scale x cosine: under a temperature of 0.001 the "
                         "softmax is a hard maximum whose gradients vanish, and from 3.4e38 "
                         "the float32 logits overflow")
+LEXICAL_WEIGHT = Bound("in [0, 1000]", low=0, high=1000,
+                       why="multiplies the lexical model's score in the combined vector")
 HARDNESS = Bound("in [0, 1000]", low=0, high=1000,
                  why="added to the logits, which the scale bounds")
 LOSS_WEIGHT = Bound("in (0, 1000]", low=0, high=1000, low_open=True,

@@ -275,13 +275,29 @@ def test_stats_will_not_decontaminate_against_a_carved_dev(dataset_dir, quiet_cl
 @mark("tapt eval (tapt.retrieval.search.require_search)",
       "faiss not installed, tapt eval of a local model on the CPU (faiss search)",
       "refused before the model loads, exit 2, one line naming tapt[cpu] / tapt[gpu]")
+def test_torch_search_ranks_without_faiss(monkeypatch):
+    """The torch index normalises its rows without faiss (numpy's division), as the faiss
+    check before loading promises: --search-backend torch needs no faiss."""
+    import numpy as np
+
+    from tapt.retrieval import faiss_extra
+    from tapt.retrieval.search import make_index
+
+    monkeypatch.setattr(faiss_extra, "faiss", faiss_extra._NoFaiss())
+    index = make_index(4, backend="torch", use_gpu=False)
+    index.add(np.eye(4, dtype=np.float32) * 3)
+    scores, ids = index.search(np.array([[0, 2, 0, 0], [5, 0, 0, 1]], dtype=np.float32), 1)
+    assert [int(row[0]) for row in ids] == [1, 0]
+    assert float(scores[0][0]) == pytest.approx(1.0)
+
+
 def test_eval_without_faiss_says_so_before_loading_the_model(tiny_bert_path, dataset_dir,
                                                              monkeypatch, quiet_cli, capsys):
     import sentence_transformers
 
-    from tapt.retrieval import search
+    from tapt.retrieval import faiss_extra
 
-    monkeypatch.setattr(search, "faiss", search._NoFaiss())
+    monkeypatch.setattr(faiss_extra, "faiss", faiss_extra._NoFaiss())
 
     class Loaded(Exception):
         """The model began to load."""
