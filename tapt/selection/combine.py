@@ -29,19 +29,17 @@ from tapt.cards.combine_card import combine_card
 from tapt.cards.common import apache_license_text
 from tapt.encoders.base import Encoder
 from tapt.encoders.lexical_branch import combine
-from tapt.encoders.model_paths import resolve_model_path
 from tapt.encoders.preset_record import PresetRecordError, read_preset_record, write_preset_record
 from tapt.retrieval.evaluate import evaluate
 from tapt.retrieval.metrics import METRIC_KEYS
 from tapt.retrieval.retriever_factory import build_retriever
 from tapt.selection.merge import DevSettings, load_sources
-from tapt.selection.merge_export import source_records
+from tapt.selection.merge_export import check_merge_output, source_records
 from tapt.training.weights import MergeError
 from tapt.util.bounds import LEXICAL_WEIGHT
 from tapt.util.files import atomic_write_json, atomic_write_text, staging_folder
-from tapt.util.folder_replace import FolderRecord, check_replaceable, replace_folder
+from tapt.util.folder_replace import FolderRecord, replace_folder
 from tapt.util.json_file import read_json
-from tapt.util.outputs import OutputOnInputError, check_apart
 
 COMBINE_FILE = "combine.json"
 DEFAULT_WEIGHTS = (0.0, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0)
@@ -168,18 +166,10 @@ def check_combine_output(output: Path, sources: Sequence[str], *, overwrite: boo
                          inputs: Sequence[tuple[str, str | os.PathLike | None]] = ()) -> None:
     """Before anything loads: ``output`` apart from the two models and ``inputs`` (the dev
     data), and, when it exists, replaceable (``overwrite`` and a combine export holding
-    nothing else: :data:`COMBINE_RECORD`)."""
-    models = []
-    for source in sources:
-        try:
-            models.append(("model", resolve_model_path(source)))
-        except (FileNotFoundError, ValueError):  # a missing package: loading names it
-            continue
-    try:
-        check_apart([("--output", output)], [*models, *inputs])
-    except OutputOnInputError as err:
-        raise MergeError(f"{err}; write the combined model to another folder") from None
-    check_replaceable(output, overwrite=overwrite, error=MergeError, record=COMBINE_RECORD)
+    nothing else: :data:`COMBINE_RECORD`); :func:`tapt.selection.merge_export.check_merge_output`'s
+    rule."""
+    check_merge_output(output, sources, overwrite=overwrite, inputs=inputs,
+                       record=COMBINE_RECORD, made="combined model")
 
 
 def check_grid(grid: Sequence[float]) -> list[float]:

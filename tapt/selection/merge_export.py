@@ -73,11 +73,13 @@ MERGE_RECORD = FolderRecord("tapt merge", MERGE_FILE, merge_entries)
 
 
 def check_merge_output(output: Path, sources: Sequence[str], *, overwrite: bool,
-                       inputs: Sequence[tuple[str, str | os.PathLike | None]] = ()) -> None:
+                       inputs: Sequence[tuple[str, str | os.PathLike | None]] = (),
+                       record: FolderRecord | None = None, made: str = "merge") -> None:
     """Refuse, before anything loads, an ``--output`` that is, holds or lies inside a source
     model or another input (``inputs``: the dev and guard data), ``--overwrite`` or not
     (:func:`tapt.util.outputs.check_apart`), a symbolic link, or that exists (unless
-    ``overwrite``, and then only a merge that holds nothing else: :data:`MERGE_RECORD`).
+    ``overwrite``, and then only a folder of ``record``'s kind that holds nothing else:
+    :data:`MERGE_RECORD` by default; ``made`` names the result in the refusal).
     Whether it can be written is the command line's check (with its other
     options)."""
     output = Path(output)
@@ -90,8 +92,9 @@ def check_merge_output(output: Path, sources: Sequence[str], *, overwrite: bool,
     try:
         check_apart([("--output", output)], [*models, *inputs])
     except OutputOnInputError as err:
-        raise MergeError(f"{err}; write the merge to another folder") from None
-    check_replaceable(output, overwrite=overwrite, error=MergeError, record=MERGE_RECORD)
+        raise MergeError(f"{err}; write the {made} to another folder") from None
+    check_replaceable(output, overwrite=overwrite, error=MergeError,
+                      record=record or MERGE_RECORD)
 
 
 def source_records(specs: Sequence, weights: Sequence[float]) -> list[dict]:
