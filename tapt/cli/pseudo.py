@@ -60,7 +60,8 @@ def add_parsers(commands) -> None:
     labels.add_argument("--positives", type=top_k, default=1,
                         help="top ranks recorded as positives; the first is the row's (1)")
     labels.add_argument("--negatives", type=count, default=3,
-                        help="hard negatives per row, drawn from --negative-ranks (3)")
+                        help="hard negatives per row, drawn from ranks --negatives-from to "
+                             "--negatives-to (3)")
     labels.add_argument("--negatives-from", type=top_k, default=30, metavar="RANK",
                         help="the best rank a negative is drawn from (30)")
     labels.add_argument("--negatives-to", type=top_k, default=50, metavar="RANK",

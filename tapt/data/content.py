@@ -109,14 +109,10 @@ def made_from(dataset: BeirDataset, split: str) -> dict:
     return record
 
 
-def check_made_from(path: str | Path, dataset: BeirDataset, split: str, *,
-                    made_by: str) -> dict | None:
-    """Check the file at ``path`` against its digest record: unchanged since ``made_by``
-    (e.g. ``tapt score``) wrote it, made from this ``dataset`` and ``split``. Returns the
-    record (None: the file has none, it is not checked, and a warning naming it says so,
-    shown under ``--quiet`` too); raises a :class:`~tapt.data.beir.DataError` naming the
-    file otherwise."""
-    path = Path(path)
+def unchanged_record(path: Path, *, made_by: str) -> dict | None:
+    """The digest record of the file at ``path``, the file unchanged since ``made_by`` wrote
+    it (a damaged record or a changed file: a :class:`~tapt.data.beir.DataError` naming
+    it); None when it has none, said in a warning shown under ``--quiet`` too."""
     sidecar = sidecar_path(path)
     try:
         record = read_sidecar(path)
@@ -134,6 +130,21 @@ def check_made_from(path: str | Path, dataset: BeirDataset, split: str, *,
         raise DataError(path, f"{problem} since {made_by} wrote it (its digest record is "
                               f"{sidecar.name}); make it again with {made_by}, or delete "
                               f"{sidecar.name} to use the file as it is")
+    return record
+
+
+def check_made_from(path: str | Path, dataset: BeirDataset, split: str, *,
+                    made_by: str) -> dict | None:
+    """Check the file at ``path`` against its digest record: unchanged since ``made_by``
+    (e.g. ``tapt score``) wrote it, made from this ``dataset`` and ``split``. Returns the
+    record (None: the file has none, it is not checked, and a warning naming it says so,
+    shown under ``--quiet`` too); raises a :class:`~tapt.data.beir.DataError` naming the
+    file otherwise."""
+    path = Path(path)
+    record = unchanged_record(path, made_by=made_by)
+    if record is None:
+        return None
+    sidecar = sidecar_path(path)
     if record.get("split") not in (None, split):
         raise DataError(path, f"made from the {record.get('split')!r} split, used for the "
                               f"{split!r} split; make it again with {made_by} --split {split}")

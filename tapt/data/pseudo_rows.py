@@ -29,7 +29,6 @@ out for those (counted).
 
 from __future__ import annotations
 
-import logging
 import random
 import uuid
 from collections.abc import Iterator
@@ -38,13 +37,10 @@ from pathlib import Path
 from typing import Literal
 
 from tapt.data.beir import BeirDataset, DataError
-from tapt.data.content import corpus_digest
+from tapt.data.content import corpus_digest, unchanged_record
 from tapt.data.lines import check_id, iter_jsonl
 from tapt.data.splits import dev_passages
-from tapt.util.digests import DigestMismatch, mismatch, read_sidecar, sidecar_path
 from tapt.util.finite import finite_number
-
-logger = logging.getLogger(__name__)
 
 KIND = "pseudo queries"
 MADE_BY = "tapt pseudo"
@@ -80,26 +76,15 @@ class PseudoFile:
 
 
 def check_record(path: Path, dataset: BeirDataset) -> dict | None:
-    """The file's digest record, checked: unchanged and made from ``dataset``'s corpus.
-    Without one, a warning says the file is not checked against the corpus."""
-    sidecar = sidecar_path(path)
-    try:
-        record = read_sidecar(path)
-    except DigestMismatch as err:
-        raise DataError(path, f"its digest record {sidecar.name} is damaged ({err.reason}); "
-                              f"make the file again with {MADE_BY}") from None
+    """The file's digest record, checked: unchanged (:func:`tapt.data.content.unchanged_record`),
+    a ``tapt pseudo`` output, made from ``dataset``'s corpus. None when it has none (a
+    warning says the file is not checked)."""
+    record = unchanged_record(path, made_by=MADE_BY)
     if record is None:
-        logger.warning("%s has no digest record (%s): made outside %s, it is not checked "
-                       "against the corpus; make it again with %s to check it", path,
-                       sidecar.name, MADE_BY, MADE_BY)
         return None
     if record.get("kind") != KIND:
         raise DataError(path, f"not a {MADE_BY} output (its digest record says "
                               f"{record.get('kind')!r})")
-    problem = mismatch(path, record)
-    if problem is not None:
-        raise DataError(path, f"{problem} since {MADE_BY} wrote it; make it again with "
-                              f"{MADE_BY}")
     if record.get("corpus") != corpus_digest(dataset):
         raise DataError(path, f"made from another corpus ({record.get('source') or '?'}) than "
                               f"{dataset.source or 'this dataset'}'s; make it again with "

@@ -199,14 +199,23 @@ def with_weak_pairs(rows, pairs):
     trainer's proportional multi-dataset sampler then draws each batch from one of them,
     in proportion to their sizes, so a weak pair never shares a batch (and its in-batch
     negatives) with a labelled row."""
-    from datasets import Dataset, DatasetDict
+    from datasets import Dataset
 
     if isinstance(pairs, dict):
         pairs = Dataset.from_dict({"query": pairs["query"], "positive": pairs["positive"]})
     if len(pairs) == 0:
         raise ValueError(NO_PAIR)
+    return beside_labelled(rows, "weak_pairs", pairs)
+
+
+def beside_labelled(rows, name: str, extra):
+    """The training ``rows`` (a ``Dataset``, named ``labelled``, or a ``DatasetDict``) with
+    the ``Dataset`` ``extra`` added as ``name``: one ``DatasetDict``, each batch from one of
+    its datasets (sentence-transformers' proportional multi-dataset sampler)."""
+    from datasets import DatasetDict
+
     named = dict(rows) if isinstance(rows, DatasetDict) else {"labelled": rows}
-    named["weak_pairs"] = pairs
+    named[name] = extra
     return DatasetDict(named)
 
 

@@ -29,17 +29,16 @@ from tapt.cards.combine_card import combine_card
 from tapt.cards.common import apache_license_text
 from tapt.encoders.base import Encoder
 from tapt.encoders.lexical_branch import combine
-from tapt.encoders.preset_record import PresetRecordError, read_preset_record, write_preset_record
+from tapt.encoders.preset_record import write_preset_record
 from tapt.retrieval.evaluate import evaluate
 from tapt.retrieval.metrics import METRIC_KEYS
 from tapt.retrieval.retriever_factory import build_retriever
 from tapt.selection.merge import DevSettings, load_sources
-from tapt.selection.merge_export import check_merge_output, source_records
+from tapt.selection.merge_export import check_merge_output, listed_entries, source_records
 from tapt.training.weights import MergeError
 from tapt.util.bounds import LEXICAL_WEIGHT
 from tapt.util.files import atomic_write_json, atomic_write_text, staging_folder
 from tapt.util.folder_replace import FolderRecord, replace_folder
-from tapt.util.json_file import read_json
 
 COMBINE_FILE = "combine.json"
 DEFAULT_WEIGHTS = (0.0, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0)
@@ -49,19 +48,9 @@ FORMULA = ("embedding(x) = [dense(x), sqrt(w) * lexical(x)]: an inner product sc
 
 
 def combine_entries(folder: Path) -> list[str]:
-    """What a combine export holds by its records (``tapt_preset.json`` with ``stage:
-    combine``, ``combine.json`` listing the entries); ``ValueError`` naming what is wrong."""
-    record = read_preset_record(str(folder))
-    if record is None or record.get("stage") != "combine":
-        raise PresetRecordError(f"{folder / 'tapt_preset.json'}: missing, or its stage is "
-                                "not combine")
-    body = read_json(folder / COMBINE_FILE)
-    listed = body.get("files") if isinstance(body, dict) else None
-    if not isinstance(listed, list) or not all(
-            isinstance(name, str) and name and Path(name).name == name for name in listed):
-        raise ValueError(f"{folder / COMBINE_FILE}: field 'files': expected the list of the "
-                         "export's entries (tapt writes it)")
-    return listed
+    """What a combine export holds by its records
+    (:func:`tapt.selection.merge_export.listed_entries`, ``combine.json``)."""
+    return listed_entries(folder, "combine", COMBINE_FILE)
 
 
 COMBINE_RECORD = FolderRecord("tapt combine export", COMBINE_FILE, combine_entries)

@@ -49,16 +49,17 @@ FORMULA = "merged[key] = sum_i weights[i] * tensor_i[key] (float64 accumulation,
           "models' order, stored in the sources' dtype); integer/bool tensors copied"
 
 
-def merge_entries(folder: Path) -> list[str]:
-    """What a merge export holds by its records: ``tapt_preset.json`` read back checked
-    with ``stage: merge`` (:func:`read_preset_record`), and ``merge.json`` a JSON object
-    whose ``files`` lists the folder's entries by name. Raises ``ValueError`` naming the
-    file and what is wrong."""
+def listed_entries(folder: Path, stage: str, record_file: str) -> list[str]:
+    """What an export of ``stage`` (merge, combine) holds by its records:
+    ``tapt_preset.json`` read back checked with that ``stage``
+    (:func:`read_preset_record`), and ``record_file`` a JSON object whose ``files`` lists
+    the folder's entries by name. Raises ``ValueError`` naming the file and what is
+    wrong."""
     record = read_preset_record(str(folder))  # PresetRecordError when it is not tapt's
-    if record is None or record.get("stage") != "merge":
+    if record is None or record.get("stage") != stage:
         raise PresetRecordError(f"{folder / 'tapt_preset.json'}: missing, or its stage is "
-                                "not merge")
-    path = folder / MERGE_FILE
+                                f"not {stage}")
+    path = folder / record_file
     body = read_json(path)
     listed = body.get("files") if isinstance(body, dict) else None
     if not isinstance(listed, list) or not all(
@@ -66,6 +67,11 @@ def merge_entries(folder: Path) -> list[str]:
         raise ValueError(f"{path}: field 'files': expected the list of the export's entries "
                          "(tapt writes it)")
     return listed
+
+
+def merge_entries(folder: Path) -> list[str]:
+    """What a merge export holds by its records (:func:`listed_entries`, ``merge.json``)."""
+    return listed_entries(folder, "merge", MERGE_FILE)
 
 
 MERGE_RECORD = FolderRecord("tapt merge", MERGE_FILE, merge_entries)

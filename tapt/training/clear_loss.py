@@ -45,13 +45,11 @@ class ClearLoss(nn.Module):
         gaps = labels.to(scores.dtype).reshape(negatives.shape)
         margins = (self.xi - self.weight * gaps).clamp(min=0)
         own = (margins - positive + negatives).clamp(min=0)
-        batch = query.shape[0]
+        batch, columns = passages.shape[:2]
         everyone = passages.reshape(-1, passages.shape[-1])  # (B x (1 + K), d)
         cross = query @ everyone.T  # (B, B x (1 + K))
-        mine = torch.zeros_like(cross, dtype=torch.bool)
-        columns = passages.shape[1]
-        for row in range(batch):
-            mine[row, row * columns:(row + 1) * columns] = True
+        owner = torch.arange(batch * columns, device=cross.device) // columns
+        mine = owner.unsqueeze(0) == torch.arange(batch, device=cross.device).unsqueeze(1)
         in_batch = (self.xi - positive + cross).clamp(min=0).masked_fill(mine, 0.0)
         terms = own.numel() + int((~mine).sum())
         return (own.sum() + in_batch.sum()) / max(terms, 1)

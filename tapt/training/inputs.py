@@ -27,7 +27,7 @@ from tapt.data.sources import load_data
 from tapt.data.splits import check_no_split_file, splits_to_load, training_splits
 from tapt.data.subcorpus import subcorpus_ids
 from tapt.data.triplets import build_training_rows
-from tapt.data.weak_pairs import weak_pairs_for, with_weak_pairs
+from tapt.data.weak_pairs import beside_labelled, weak_pairs_for, with_weak_pairs
 from tapt.recipe import Recipe
 from tapt.run_folder.split_records import data_records
 from tapt.training.distill import labeler_for
@@ -109,8 +109,7 @@ def prepare_inputs(recipe: Recipe, *, with_test: bool, scratch: Path | None = No
     if data.pseudo_queries is not None:  # a tapt pseudo file: tapt.data.pseudo_rows
         if scratch is None:
             raise RuntimeError("data.pseudo_queries needs a scratch folder (train makes one)")
-        rows, groups, pseudo_record = with_pseudo_rows(recipe, dataset, rows, groups,
-                                                       folder=scratch)
+        rows, pseudo_record = with_pseudo_rows(recipe, dataset, rows, folder=scratch)
     dev_ids = subcorpus_ids(dataset, data.dev_split, distractors=data.dev_distractors,
                             seed=data.dev_seed)
     return TrainingInputs(dataset=dataset, train_rows=rows, groups=groups, dev_ids=dev_ids,
@@ -123,13 +122,11 @@ PSEUDO_LABELS = {"margin_mse": "margins", "clear": "margins", "distill_kl": "sco
 """The label column pseudo-query rows carry for each loss that reads one."""
 
 
-def with_pseudo_rows(recipe: Recipe, dataset: BeirDataset, rows, groups, *, folder: Path):
-    """``(rows, groups, record)``: the ``data.pseudo_queries`` rows beside the labelled
-    ``rows`` (their own dataset: a batch never mixes the two), or alone with
-    ``data.pseudo_mix: only`` (the recipe refuses ``data.batch_by`` with them: pseudo-query
-    rows have no group)."""
-    from datasets import DatasetDict
-
+def with_pseudo_rows(recipe: Recipe, dataset: BeirDataset, rows, *, folder: Path):
+    """``(rows, record)``: the ``data.pseudo_queries`` rows beside the labelled ``rows``
+    (their own dataset: a batch never mixes the two), or alone with ``data.pseudo_mix:
+    only`` (the recipe refuses ``data.batch_by`` with them, so there are no batch groups:
+    pseudo-query rows have none)."""
     data = recipe.data
     file = read_pseudo_file(data.pseudo_queries, dataset)
     pseudo, record = pseudo_rows_dataset(
@@ -145,10 +142,8 @@ def with_pseudo_rows(recipe: Recipe, dataset: BeirDataset, rows, groups, *, fold
                 record["passages_read"], record["held_out_passages_read"],
                 record["dev_passages_read"])
     if data.pseudo_mix == "only":
-        return pseudo, None, record
-    named = dict(rows) if isinstance(rows, DatasetDict) else {"labelled": rows}
-    named["pseudo_queries"] = pseudo
-    return DatasetDict(named), None, record
+        return pseudo, record
+    return beside_labelled(rows, "pseudo_queries", pseudo), record
 
 
 def load_recipe_data(recipe: Recipe, with_test: bool) -> BeirDataset:
