@@ -49,6 +49,7 @@ from tapt.run_folder.input_fingerprint import compare, input_fingerprint, record
 from tapt.run_folder.layout import FINGERPRINT_KEY, RunDir, set_aside_incomplete, write_recipe
 from tapt.run_folder.lock import LOCK_NAME, RunLock, run_lock
 from tapt.util import folder_replace
+from tapt.util.files import STAGING_OWNER_SUFFIX
 from tapt.util.outputs import OutputOnInputError, check_apart, resolved
 from tapt.util.process_group import is_main_process, launched
 
@@ -59,7 +60,8 @@ FREE_SECTIONS = ("tracking", "hub", "output_dir", "export")
 data, loss or objective, training, eval, ...) makes a different run."""
 
 RUN_ENTRIES = {"recipe.yaml", "checkpoints", "metrics.jsonl", "final", "final.partial",
-               "results.json", "test.json", "incomplete", LOCK_NAME}
+               f"final.partial{STAGING_OWNER_SUFFIX}", "results.json", "test.json", "incomplete",
+               LOCK_NAME}
 """What a tapt run folder holds (besides ``tapt report`` output and PNGs)."""
 PARTIAL = re.compile(r"\..+\.\d+\.partial")
 """A file :func:`tapt.util.files.atomic_write_text` was writing when a crash came."""

@@ -113,20 +113,48 @@ def cut_torn_tail(path: Path) -> None:
                    path, size - keep)
 
 
+STAGING_OWNER_SUFFIX = ".tapt-owner"
+"""The file beside ``OUTPUT.partial`` that says tapt made it (its text names the folder)."""
+
+
+def _owner_file(staging: Path) -> Path:
+    return staging.with_name(f"{staging.name}{STAGING_OWNER_SUFFIX}")
+
+
+def _owner_text(staging: Path) -> str:
+    return f"tapt staging folder {staging.name}\n"
+
+
 def staging_folder(target: Path) -> Path:
-    """Where an export of ``target`` is written before :func:`publish` renames it; a
-    staging folder a crash left behind is removed. The folder itself is not created."""
+    """Where an export of ``target`` is written before :func:`publish` renames it: the
+    folder ``TARGET.partial`` (not created here), claimed by a file ``TARGET.partial.tapt-owner``
+    beside it. A staging folder a crash left behind is removed only when that claim reads
+    back; one tapt did not make (no claim, another text, a link, a file) is refused with
+    :class:`FileExistsError` naming it, so nothing a user keeps there is deleted."""
+    target = Path(target)
     staging = target.with_name(f"{target.name}.partial")
-    if staging.exists():
+    owner = _owner_file(staging)
+    if staging.exists() or staging.is_symlink():
+        claimed = (owner.is_file() and not owner.is_symlink()
+                   and owner.read_text(encoding="utf-8", errors="replace")
+                   == _owner_text(staging))
+        if not claimed or staging.is_symlink() or not staging.is_dir():
+            raise FileExistsError(
+                f"{staging} exists and tapt did not make it (no matching {owner.name} beside "
+                f"it): move or remove it yourself; tapt writes {target}'s export there")
+        logger.info("removing %s, a staging folder an interrupted export left behind", staging)
         shutil.rmtree(staging)
+    atomic_write_text(owner, _owner_text(staging), secrets=False)
     return staging
 
 
 def publish(staging: Path, target: Path) -> Path:
-    """Rename a finished staging folder to ``target`` (which must not exist)."""
+    """Rename a finished staging folder to ``target`` (which must not exist) and drop the
+    claim :func:`staging_folder` wrote beside it."""
     if target.exists():
         raise FileExistsError(f"{target} exists; the export stays in {staging}")
     staging.replace(target)
+    _owner_file(staging).unlink(missing_ok=True)
     return target
 
 

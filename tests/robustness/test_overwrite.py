@@ -242,3 +242,40 @@ def test_a_symlinked_run_folder_is_not_moved_aside(make_recipe, tmp_path, quiet_
     assert f"output_dir {link} is a symbolic link (to {finished})" in message, message
     assert link.is_symlink() and tree(finished) == before
     assert not list(tmp_path.glob("*.old-*"))
+
+
+@pytest.mark.reliability(
+    area=AREA, reader="tapt export (tapt.util.files.staging_folder)",
+    fault="--output OUT where OUT.partial is a user's folder (a notes file, no tapt claim "
+          "beside it)",
+    behaviour="refused before writing (exit 2), naming OUT.partial; the user's folder is "
+              "untouched and OUT is not created")
+def test_a_users_partial_folder_is_not_deleted(tiny_bert_path, tmp_path, quiet_cli, capsys):
+    output = tmp_path / "onnx"
+    mine = tmp_path / "onnx.partial"
+    mine.mkdir()
+    (mine / "notes.md").write_text("# my notes\n", encoding="utf-8")
+    before = tree(mine)
+    assert quiet_cli.main(export(tiny_bert_path, output)) == 2
+    message = message_of(capsys)
+    assert f"{mine} exists and tapt did not make it" in message, message
+    assert tree(mine) == before and not output.exists()
+
+
+@pytest.mark.reliability(
+    area=AREA, reader="tapt export (tapt.util.files.staging_folder)",
+    fault="OUT.partial left by an interrupted export (with the claim tapt wrote beside it), "
+          "holding a half-written graph",
+    behaviour="the leftover is removed and the export completes; neither the staging folder "
+              "nor its claim is left beside OUT")
+def test_an_interrupted_exports_staging_folder_is_replaced(tiny_bert_path, tmp_path, quiet_cli,
+                                                           onnx_export):
+    from tapt.util.files import staging_folder
+
+    output = tmp_path / "onnx"
+    staging = staging_folder(output)  # what the interrupted export claimed
+    staging.mkdir()
+    (staging / "model.onnx").write_bytes(b"half a graph")
+    assert quiet_cli.main(export(tiny_bert_path, output, "--quiet")) == 0
+    assert (output / "model.onnx").read_bytes() == (onnx_export / "model.onnx").read_bytes()
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["onnx"]
