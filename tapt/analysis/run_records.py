@@ -16,6 +16,7 @@ from pathlib import Path
 from tapt.data.overlap import NOVEL, SEEN
 from tapt.retrieval.metrics import METRIC_KEYS
 from tapt.run_folder.split_records import record_problem
+from tapt.run_folder.records import FINISHED
 from tapt.training.zero_shot_gate import GATE_KEY, gate_problem, zero_shot_gate
 from tapt.util.json_file import read_json
 
@@ -54,7 +55,8 @@ def run_gate(results: Mapping, results_file: Path, history: Sequence[Mapping],
              summary: Mapping[str, Mapping[str, float]]) -> dict | None:
     """The run's ``zero_shot_gate`` record, checked; a run that recorded none (one still
     training, or stopped) gets it worked out from its dev history (None without a zero-shot
-    evaluation)."""
+    evaluation), with ``exported: None`` unless the run finished: nothing is in ``final/``
+    yet."""
     if results.get(GATE_KEY) is not None:
         problem = gate_problem(results[GATE_KEY])
         if problem is not None:
@@ -63,7 +65,10 @@ def run_gate(results: Mapping, results_file: Path, history: Sequence[Mapping],
         return dict(results[GATE_KEY])
     if not any(entry["step"] == 0 for entry in history):
         return None
-    return zero_shot_gate(history, best_step, metric, summary.get("averaged dev"))
+    gate = zero_shot_gate(history, best_step, metric, summary.get("averaged dev"))
+    if results.get("status") != FINISHED:
+        gate["exported"] = None
+    return gate
 
 
 def overlap_rows(section: Mapping | None, label: str = "test"

@@ -120,6 +120,19 @@ def test_an_older_run_gets_its_gate_from_the_history(tmp_path):
     assert "does not beat its base model on dev" in render_markdown(report, tmp_path)
 
 
+def test_a_run_still_training_has_no_exported_weights_in_its_gate(tmp_path):
+    run = make_run(tmp_path, best=0.55)
+    results = json.loads((run / "results.json").read_text())
+    (run / "results.json").unlink()  # training writes results.json when it ends
+    (run / "test.json").unlink()
+    report = build_report(run, bm25=None)
+    assert report.status == "unfinished (no results.json)"
+    assert report.gate["exported"] is None and report.gate["compared"] == "best"
+    assert report.gate["beats_zero_shot"] is True
+    (run / "results.json").write_text(json.dumps({**results, "status": "stopped"}))
+    assert build_report(run, bm25=None).gate["exported"] is None
+
+
 def test_the_console_table_has_the_seen_and_novel_rows(tmp_path):
     from rich.console import Console
 
