@@ -204,9 +204,10 @@ class ExportedEncoder(Encoder):
     def encode_stream(self, texts: Sequence[str], kind: TextKind = "document",
                       batch_size: int = 32) -> Iterator[EncodedBatch]:
         """Blocks of :data:`BLOCK_TEXTS` texts, each tokenized once and cut into batches
-        of at most ``max_tokens_per_batch`` padded tokens, longest first (one text per
-        batch for a batch-dependent graph)."""
-        rows = 1 if self.manifest.batch_dependent else None
+        of at most ``batch_size`` texts and ``max_tokens_per_batch`` padded tokens, longest
+        first (one text per batch for a batch-dependent graph)."""
+        rows = 1 if self.manifest.batch_dependent else check_optional(
+            POSITIVE_INT, batch_size, "batch_size")
         bar = tqdm(total=len(texts), desc=f"encode {kind}s ({self.backend})", unit="text",
                    disable=None if self.show_progress else True)
         try:

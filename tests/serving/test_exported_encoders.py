@@ -106,6 +106,26 @@ def test_a_float32_export_embeds_as_torch_does(label, bert_exports, tiny_bert_pa
     assert manifest["preset"]["inputs"] == ["input_ids", "attention_mask", "token_type_ids"]
 
 
+@needs_onnx
+def test_batch_size_caps_the_texts_of_a_batch(bert_exports, tiny_texts):
+    """``--batch-size`` means what it means for a torch model: at most that many texts a
+    batch, within the token budget, and the embeddings do not change with it."""
+    with ExportedEncoder(bert_exports["onnx"]) as encoder:
+        wide = list(encoder.encode_stream(tiny_texts, "document", batch_size=len(tiny_texts)))
+        narrow = list(encoder.encode_stream(tiny_texts, "document", batch_size=3))
+        with pytest.raises(ValueError, match="batch_size"):
+            list(encoder.encode_stream(tiny_texts, "document", batch_size=0))
+    assert max(len(batch.positions) for batch in wide) > 3
+    assert max(len(batch.positions) for batch in narrow) == 3
+    assert len(narrow) >= -(-len(tiny_texts) // 3)
+    order = np.concatenate([batch.positions for batch in narrow])
+    assert sorted(order.tolist()) == list(range(len(tiny_texts)))
+    by_position = {int(p): e for batch in narrow for p, e in zip(batch.positions, batch.embeddings)}
+    for batch in wide:
+        for position, embedding in zip(batch.positions, batch.embeddings):
+            assert np.abs(by_position[int(position)] - embedding).max() < FLOAT32_TOLERANCE
+
+
 @pytest.mark.parametrize("label", [pytest.param("onnx int8", marks=needs_onnx),
                                    pytest.param("openvino int8", marks=needs_openvino),
                                    pytest.param("openvino int8-weights", marks=needs_openvino)])
