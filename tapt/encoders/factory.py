@@ -135,12 +135,15 @@ class EncoderLoader:
                                  "model; the backend applies to local models")
             self._encoder = _api_encoder(self.name, self.model, self.api)
         elif self.model.backend != "torch":
-            if self.model.long_passages.chunked:
-                raise LongPassageError(f"--long-passages {self.model.long_passages.mode}: "
-                                       f"--backend {self.model.backend} encodes truncated "
-                                       "passages only; use --long-passages truncate")
             require_backend(self.model.backend)  # a missing tapt[onnx] / [openvino]
             self._manifest = read_manifest(self.name, self.model.backend)  # before any work
+            if self.model.long_passages.chunked:
+                raise LongPassageError(
+                    f"--long-passages {self.model.long_passages.mode}: --backend "
+                    f"{self.model.backend} encodes truncated passages only (this export "
+                    f"keeps the first {self._manifest.preset.max_seq_length} tokens of a "
+                    "text); use --long-passages truncate, or the torch model to split long "
+                    "passages into windows")
             check_export_options(self._manifest, self.model)  # --max-seq-length, --family, ...
         else:
             self._spec = self.model.spec(self.name)

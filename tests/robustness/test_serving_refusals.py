@@ -239,3 +239,21 @@ def test_an_exports_own_settings_pass_and_others_are_refused(onnx_exports, tiny_
     assert evaluate("shorter", "--max-seq-length", "64") == 2
     assert "the export was made with max length 128" in capsys.readouterr().out
     assert not (tmp_path / "shorter.json").exists()
+
+
+@pytest.mark.reliability(
+    area=AREA, reader="tapt eval --backend onnx (tapt.encoders.factory.EncoderLoader)",
+    fault="--long-passages chunk-mean with an ONNX export (made with max length 128)",
+    behaviour="refused before the data is read, exit 2, one line naming the export's 128 "
+              "tokens and --long-passages truncate; nothing written")
+def test_chunked_long_passages_on_an_export_name_its_max_length(onnx_exports, tiny_beir_path,
+                                                                tmp_path, quiet_cli, capsys):
+    output = tmp_path / "out.json"
+    code = main(["eval", "--model", str(onnx_exports["float32"]), "--backend", "onnx",
+                 "--long-passages", "chunk-mean", "--data", str(tiny_beir_path),
+                 "--cache-dir", str(tmp_path / "cache"), "--output", str(output), "--quiet"])
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.strip()]
+    assert code == 2 and len(lines) == 1, lines
+    assert "keeps the first 128 tokens of a text" in lines[0], lines[0]
+    assert "--long-passages truncate" in lines[0]
+    assert not output.exists() and not (tmp_path / "cache").exists()
