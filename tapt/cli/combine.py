@@ -51,7 +51,7 @@ def add_parsers(commands) -> None:
     combine.add_argument("--no-title", action="store_true",
                          help="encode passages without title (--pick-on-dev DATA)")
     add_subcorpus_args(combine, "dev sub-corpus (--pick-on-dev DATA)")
-    add_batching_args(combine, token_budget=False)  # the dev pick's encoding batches
+    add_batching_args(combine)  # the dev pick's encoding batches (a DATA folder's)
     add_quiet_arg(combine)
 
 
@@ -97,7 +97,9 @@ def cmd_combine(args: argparse.Namespace) -> int:
         dev = DevSettings(dataset, metric=args.metric, with_title=not args.no_title,
                           corpus_ids=subcorpus_ids(dataset, "dev", distractors=args.distractors,
                                                    fraction=args.fraction, seed=args.seed),
-                          batch_size=args.batch_size, progress=progress)
+                          batch_size=args.batch_size,
+                          max_tokens_per_batch=args.max_tokens_per_batch,
+                          progress=progress)
     result = combine_models(args.dense, args.lexical, args.output, weight=args.weight, dev=dev,
                             grid=args.weights or DEFAULT_WEIGHTS, overwrite=args.overwrite,
                             inputs=inputs)

@@ -113,6 +113,33 @@ def test_the_weight_picked_on_dev_is_the_best_point(tiny_bert_path, lexical_path
     assert points[0.0][metric] == pytest.approx(json.loads(alone.read_text())[metric])
 
 
+def test_the_dev_pick_batches_by_the_token_budget_given(tiny_bert_path, lexical_path,
+                                                        tiny_beir_path, tmp_path, monkeypatch):
+    """``--max-tokens-per-batch`` reaches the dev pick's encoders (it was not a flag of
+    combine), and the points do not depend on it."""
+    import tapt.selection.combine as combine_module
+
+    seen, real = [], combine_module.pick_weight
+
+    def spy(dense, lexical, names, dev, grid, on_point=None):
+        seen.append(dev.max_tokens_per_batch)
+        return real(dense, lexical, names, dev, grid, on_point)
+
+    monkeypatch.setattr(combine_module, "pick_weight", spy)
+    points = {}
+    for budget in ("64", None):
+        output = tmp_path / f"picked-{budget}"
+        flags = ["--max-tokens-per-batch", budget] if budget else []
+        assert run_main(["combine", tiny_bert_path, lexical_path, "--pick-on-dev",
+                         tiny_beir_path, "--weights", "0", "1", *flags, "--output", output,
+                         "--quiet"]) == 0
+        record = json.loads((output / "combine.json").read_text())["pick_on_dev"]
+        points[budget] = {p["weight"]: p["metrics"] for p in record["points"]}
+    assert seen == [64, None]
+    for weight, metrics in points["64"].items():
+        assert metrics == pytest.approx(points[None][weight], abs=1e-6)
+
+
 def test_models_that_tokenize_differently_are_refused(tiny_bert_path, tiny_qwen3_path,
                                                       tmp_path, capsys):
     assert run_main(["combine", tiny_bert_path, tiny_qwen3_path, "--weight", "1",
