@@ -36,6 +36,13 @@ Arms (``--arms``; ``ARMS`` below; the SciFact table is in docs/levers.md):
   base model fused with BM25 (``tapt score --fuse-bm25 0.5``; half the target from the
   grade, so the cited abstract stays on top), the teacher that beats every fine-tuned
   dense model on SciFact's unseen abstracts;
+- corpus adaptation (docs/levers.md, "Adapting to the corpus"): ``lexical-bm25`` (a lexical
+  model trained on BM25's pseudo-queries alone, ``tapt pseudo``), ``spar`` (the base model
+  and it in one vector, ``tapt combine``), ``pseudo-hybrid`` / ``pseudo-bm25`` (pseudo-queries
+  labelled by the untrained hybrid or BM25 mixed with the labels), ``clear`` (CLEAR's loss on
+  BM25's score gaps), their ``-unseen`` variants (no pseudo-query touches a held-out
+  passage), ``dapt-mlm``, ``dapt-mlm-1k``, ``dapt-simcse-1k`` (``tapt dapt`` on the corpus,
+  then plain MNRL from it) and ``shipped`` (``recipes/scifact-best.yaml``);
 - ``best``: the trained arms whose dev beat ``mnrl``'s, together (or the arms ``--best-of`` names).
 
 Runs go seed by seed in the order of ``--arms``; everything finished is reused, so an
@@ -118,6 +125,9 @@ class Arm:
     pseudo: str | None = None
     """Arms on pseudo-queries: the :data:`PSEUDO` file (``tapt pseudo``) the arm trains on,
     made once for all seeds, as ``data.pseudo_queries``."""
+    dapt: list[str] | None = None
+    """Arms after DAPT: the overrides of ``tapt dapt`` :data:`DAPT_RECIPE` on ``--data``'s
+    corpus (one run per seed, seeded alike); its ``final/`` is the arm's ``model.name``."""
 
 
 ARMS: dict[str, Arm] = {
@@ -184,6 +194,15 @@ ARMS: dict[str, Arm] = {
         "data.pseudo_passages=all", "data.pseudo_max=1000", "training.eval_steps=20"]),
     "clear": Arm(mined_by="bm25", teacher_bm25=True, overrides=[
         "loss.name=clear", "data.missing_hard_negative=drop"]),
+    # DAPT on the corpus (every passage's text, no query or judgment), then plain MNRL as
+    # shipped: MLM over the whole corpus (over an hour a seed on 2 cores) or a 1,000-passage
+    # sample, and SimCSE on the sample
+    "dapt-mlm": Arm(recipe="recipes/scifact-from-dapt.yaml", dapt=[]),
+    "dapt-mlm-1k": Arm(recipe="recipes/scifact-from-dapt.yaml",
+                       dapt=["data.max_passages=1000"]),
+    "dapt-simcse-1k": Arm(recipe="recipes/scifact-from-dapt.yaml",
+                          dapt=["objective.name=simcse", "chunking.mode=chunk",
+                                "data.max_passages=1000"]),
     "shipped": Arm(recipe="recipes/scifact-best.yaml"),
     "best": Arm(),
     "soup-uniform-best": Arm("soup-uniform", from_arms=["best"]),
@@ -195,6 +214,8 @@ MINING = {"mined-perc95": ("0.05", "top", 0), "mined-round2": ("0.05", "top", 0)
           "distill-fused": ("0.05", "top", 0), "clear": ("0.05", "top", 0),
           "mined-k3": ("0.05", "random", 3)}
 """Mined arms: (``--margin``, ``--sampling``, ``--skip-top``) of ``tapt mine``, K = 3."""
+DAPT_RECIPE = "recipes/dapt-scifact.yaml"
+"""The DAPT recipe of the ``dapt-*`` arms (its ``data.path`` becomes ``--data``)."""
 PSEUDO = {"bm25-drop": ["--teacher", "bm25", "--source", "drop"],
           "hybrid-drop": ["--teacher", "BASE", "--hybrid", "bm25", "--fusion", "linear",
                           "--alpha", "0.5", "--source", "drop"]}
@@ -373,7 +394,22 @@ class Comparison:
         """A train arm's recipe overrides for ``seed`` (its mined negatives made first)."""
         mined = self.mined(arm, seed)
         return [*ARMS[arm].overrides, *mined, *self.teacher_scores(arm, mined),
-                *self.pseudo_queries(arm), f"training.seed={seed}"]
+                *self.pseudo_queries(arm), *self.dapt_model(arm, seed), f"training.seed={seed}"]
+
+    def dapt_model(self, arm: str, seed: int) -> list[str]:
+        """A DAPT arm's ``model.name``: the ``final/`` of ``tapt dapt`` on ``--data``'s corpus
+        with the arm's overrides and ``seed`` (made once per seed; an interrupted run resumes
+        from its checkpoint). ``--set``'s ``training.bf16`` applies to it too."""
+        overrides = ARMS[arm].dapt
+        if overrides is None:
+            return []
+        folder = self.out / "dapt" / f"{arm}-seed{seed}"
+        if not (folder / "final").is_dir():
+            precision = [item for item in self.args.set if item.startswith("training.bf16=")]
+            tapt("dapt", DAPT_RECIPE, f"data.path={self.args.data}", f"output_dir={folder}",
+                 f"training.seed={seed}", f"data.seed={seed}", *precision, *overrides,
+                 timed=timing_file(folder))
+        return [f"model.name={folder / 'final'}"]
 
     def pseudo_queries(self, arm: str) -> list[str]:
         """A pseudo-query arm's ``data.pseudo_queries``: its :data:`PSEUDO` file, made once."""

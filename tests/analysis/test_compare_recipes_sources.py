@@ -71,6 +71,10 @@ def comparison(compare_recipes, tmp_path, monkeypatch):
                  "summary": {"best dev": {METRIC: made.remade_dev[0]}}}))
         elif command[0] == "mine":
             Path(command[command.index("--output") + 1]).write_text("")
+        elif command[0] == "dapt":
+            run = Path(next(a.split("=", 1)[1] for a in command
+                            if a.startswith("output_dir=")))
+            (run / "final").mkdir(parents=True)
 
     monkeypatch.setattr(compare_recipes, "tapt", fake_tapt)
     return made
@@ -166,3 +170,27 @@ def test_a_damaged_remade_record_is_refused(compare_recipes, comparison):
         {"metric": METRIC, "recorded_dev": 0.7, "remade_dev": 7.1}))
     with pytest.raises(StoredFileError, match="remade.json: field 'remade_dev'"):
         compare_recipes.remade_note(comparison, rows)
+
+
+def test_a_dapt_arm_trains_from_its_seeds_dapt_model_made_once(compare_recipes, comparison):
+    """``dapt-mlm-1k``: ``tapt dapt`` on --data's corpus with the arm's overrides, the
+    seed and --set's precision, then ``tapt train`` of scifact-from-dapt.yaml from its
+    ``final/``; a second seed gets its own DAPT run, the same seed reuses it."""
+    comparison.args.set = ["data.decontaminate=[test]", "training.bf16=false"]
+    first = comparison.train_overrides("dapt-mlm-1k", 0)
+    again = comparison.train_overrides("dapt-mlm-1k", 0)
+    other = comparison.train_overrides("dapt-mlm-1k", 1)
+    dapt_calls = [call for call in comparison.calls if call[0] == "dapt"]
+    assert len(dapt_calls) == 2
+    call = dapt_calls[0]
+    folder = comparison.args.out / "dapt" / "dapt-mlm-1k-seed0"
+    assert call[1] == compare_recipes.DAPT_RECIPE
+    assert f"data.path={comparison.args.data}" in call and f"output_dir={folder}" in call
+    assert {"training.seed=0", "data.seed=0", "training.bf16=false",
+            "data.max_passages=1000"} <= set(call)
+    assert not any(item.startswith("data.decontaminate") for item in call)  # a TAPT key
+    assert f"model.name={folder / 'final'}" in first and first == again
+    assert f"model.name={comparison.args.out / 'dapt' / 'dapt-mlm-1k-seed1' / 'final'}" \
+        in other
+    assert compare_recipes.ARMS["dapt-mlm-1k"].recipe == "recipes/scifact-from-dapt.yaml"
+    assert comparison.train_overrides("mnrl", 0) == ["training.seed=0"]
