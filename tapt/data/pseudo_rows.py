@@ -15,8 +15,10 @@ Which passages a row may touch (``data.pseudo_passages``):
   :func:`tapt.data.splits.dev_passages`) is left out, so training reads none of their text,
   as for weak pairs; the teacher's ranking still ran over the whole corpus (an index-time
   statistic, such as BM25's IDF);
-- ``all``: every row, as a deployment adapts to the whole corpus it indexes, test passages
-  included. The record then says how many held-out and dev passages training read.
+- ``all``: the held-out passages too, as a deployment adapts to the whole corpus it
+  indexes, test passages included (the record says how many training read). Rows touching
+  a carved dev split's relevant passages are still left out, as from negatives and weak
+  pairs: dev, which picks the checkpoint, measures passages training never saw.
 
 Each row is (``query``, ``positive``: the teacher's first rank, ``negative``,
 ``negative_2``, ...: at most ``data.pseudo_negatives`` of the file's negatives), streamed
@@ -215,8 +217,9 @@ def pseudo_rows_dataset(file: PseudoFile, dataset: BeirDataset, *, folder: Path,
     unseen = held_out | dev
     counts = {"in_file": len(file.rows), "touching_held_out": 0, "short_negatives": 0}
     kept: list[PseudoRow] = []
+    never_read = unseen if passages == "unseen" else dev
     for row in file.rows:
-        if passages == "unseen" and unseen.intersection(row.passages):
+        if never_read.intersection(row.passages):
             counts["touching_held_out"] += 1
             continue
         if len(row.negatives) < negatives:

@@ -206,8 +206,9 @@ class DataSettings(Section):
     alone (a lexical model; or pseudo-queries first, then labels from this run's export)."""
     pseudo_passages: Literal["unseen", "all"] = "unseen"
     """``unseen``: no pseudo-query row touching a passage training must not see
-    (``decontaminate``'s, a carved dev's); ``all``: every row, as a deployment adapts to its
-    whole corpus (the run records how many such passages it read)."""
+    (``decontaminate``'s, a carved dev's); ``all``: the held-out passages too, as a
+    deployment adapts to its whole corpus (the run records how many it read); a carved
+    dev's passages stay unread, so dev still measures passages training never saw."""
     pseudo_negatives: Annotated[int, bounds.NEGATIVES] = 1
     """Teacher negatives per pseudo-query row (rows with fewer are left out; 0: pairs)."""
     pseudo_max: Annotated[int, bounds.WEAK_PAIRS] | None = None

@@ -192,6 +192,25 @@ def test_unseen_leaves_out_rows_touching_held_out_passages(tiny_beir_path, pseud
     assert everything["held_out_passages_read"] > 0
 
 
+def test_all_still_leaves_out_rows_touching_the_carved_dev(tiny_beir_path, pseudo_file,
+                                                          tmp_path):
+    """``all`` reads the held-out test passages, never a carved dev's: dev picks the
+    checkpoint, so it keeps measuring passages training never saw."""
+    from tapt.data.pseudo_rows import pseudo_rows_dataset, read_pseudo_file
+    from tapt.data.splits import carve_dev, dev_passages
+
+    dataset = carve_dev(load_beir_folder(tiny_beir_path, ["train", "test"]), size=0.3, seed=0)
+    dev = dev_passages(dataset, "train")
+    file = read_pseudo_file(pseudo_file, dataset)
+    touching_dev = [row for row in file.rows if dev & set(row.passages)]
+    assert dev and touching_dev and len(touching_dev) < len(file.rows)
+    rows, record = pseudo_rows_dataset(file, dataset, folder=tmp_path / "a", negatives=0,
+                                       passages="all")
+    assert record["dev_passages_read"] == 0
+    assert record["left_out_touching_unseen"] == len(touching_dev)
+    assert len(rows) == len(file.rows) - len(touching_dev)
+
+
 def test_distillation_labels_are_the_teachers_scores(tiny_beir_path, pseudo_file, tmp_path):
     from tapt.data.pseudo_rows import pseudo_rows_dataset, read_pseudo_file
 
