@@ -39,7 +39,8 @@ Arms (``--arms``; ``ARMS`` below; the SciFact table is in docs/levers.md):
 - corpus adaptation (docs/levers.md, "Adapting to the corpus"): ``lexical-bm25`` (a lexical
   model trained on BM25's pseudo-queries alone, ``tapt pseudo``), ``spar`` (the base model
   and it in one vector, ``tapt combine``), ``pseudo-hybrid`` / ``pseudo-bm25`` (pseudo-queries
-  labelled by the untrained hybrid or BM25 mixed with the labels), ``clear`` (CLEAR's loss on
+  labelled by the untrained hybrid or BM25 mixed with the labels; ``pseudo-hybrid-keep``
+  keeps the sentence's own abstract in its ranking), ``clear`` (CLEAR's loss on
   BM25's score gaps), their ``-unseen`` variants (no pseudo-query touches a held-out
   passage), ``dapt-mlm``, ``dapt-mlm-1k``, ``dapt-simcse-1k`` (``tapt dapt`` on the corpus,
   then plain MNRL from it) and ``shipped`` (``recipes/scifact-best.yaml``);
@@ -190,6 +191,10 @@ ARMS: dict[str, Arm] = {
         "data.pseudo_passages=all", "data.pseudo_max=1000", "training.eval_steps=20"]),
     "pseudo-hybrid-unseen": Arm(pseudo="hybrid-drop", overrides=[
         "data.pseudo_passages=unseen", "data.pseudo_max=1000", "training.eval_steps=20"]),
+    # the sentence's own abstract kept in its ranking: the positive is then mostly that
+    # abstract (GPL's case), not the best other one (is dropping it what hurts?)
+    "pseudo-hybrid-keep": Arm(pseudo="hybrid-keep", overrides=[
+        "data.pseudo_passages=all", "data.pseudo_max=1000", "training.eval_steps=20"]),
     "pseudo-bm25": Arm(pseudo="bm25-drop", overrides=[
         "data.pseudo_passages=all", "data.pseudo_max=1000", "training.eval_steps=20"]),
     "clear": Arm(mined_by="bm25", teacher_bm25=True, overrides=[
@@ -218,7 +223,9 @@ DAPT_RECIPE = "recipes/dapt-scifact.yaml"
 """The DAPT recipe of the ``dapt-*`` arms (its ``data.path`` becomes ``--data``)."""
 PSEUDO = {"bm25-drop": ["--teacher", "bm25", "--source", "drop"],
           "hybrid-drop": ["--teacher", "BASE", "--hybrid", "bm25", "--fusion", "linear",
-                          "--alpha", "0.5", "--source", "drop"]}
+                          "--alpha", "0.5", "--source", "drop"],
+          "hybrid-keep": ["--teacher", "BASE", "--hybrid", "bm25", "--fusion", "linear",
+                          "--alpha", "0.5", "--source", "keep"]}
 """``tapt pseudo`` files: SciFact's sentences (one per abstract, early ones favoured) ranked
 by BM25 or by the base model fused with BM25, the sentence's own abstract left out
 (``--source drop``: a sentence's abstract is its teacher's first rank and teaches nothing);
