@@ -214,11 +214,14 @@ def training_splits(dataset: BeirDataset, data, keep: tuple[str, ...] = ()) -> B
     """The recipe's view of ``dataset`` (loaded with :func:`splits_to_load`): train
     decontaminated against ``data.decontaminate`` first
     (:func:`tapt.data.overlap.decontaminate`; those splits are then dropped unless in
-    ``keep``), then dev carved from what is left (``data.dev_from_train``, by
-    ``data.dev_carve``). Every reader of a run's dev set (training, soups, merges, reports)
-    goes through this, so all see the same queries."""
+    ``keep``; a dataset's own dev split, named there to keep dev passage-disjoint from
+    train, stays: the run selects its checkpoint on it), then dev carved from what is left
+    (``data.dev_from_train``, by ``data.dev_carve``). Every reader of a run's dev set
+    (training, soups, merges, reports) goes through this, so all see the same queries."""
     against = list(getattr(data, "decontaminate", []) or [])
     if against:
+        if data.dev_from_train is None:
+            keep = (*keep, data.dev_split)
         dataset = decontaminate(dataset, against, train_split=data.train_split, keep=keep)
     if data.dev_from_train is not None:
         dataset = carve_dev(dataset, size=data.dev_from_train, seed=data.dev_seed,

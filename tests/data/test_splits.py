@@ -206,6 +206,27 @@ def test_a_recipe_decontaminates_before_it_carves(tmp_path):
     assert with_test.split("test") == test
 
 
+def test_decontaminating_against_a_datasets_own_dev_split_keeps_that_dev(tmp_path):
+    """data.decontaminate: [test, dev] with a shipped dev split (Cranfield's case): train
+    loses the dev-relevant passages too, and dev stays loaded to pick the checkpoint on."""
+    from tapt.training.inputs import load_recipe_data
+
+    data = shared_passages(groups=20, size=3)
+    train = data.split("train")
+    dev = {"d1": {"p2_0": 1}}
+    test = {"s1": {"p0_0": 1}}
+    folder = tmp_path / "data"
+    write_beir(folder, data.corpus, {**data.queries, "d1": "x", "s1": "y"},
+               {"train": train, "dev": dev, "test": test})
+    recipe = recipe_for(folder, decontaminate=["test", "dev"])
+    loaded = load_recipe_data(recipe, with_test=False)
+    assert loaded.split("dev") == dev
+    assert "test" not in loaded.qrels
+    trained = {d for docs in loaded.split("train").values() for d in docs}
+    assert not trained & {"p0_0", "p2_0"}
+    assert loaded.decontaminated["against"] == ["test", "dev"]
+
+
 def test_a_recipe_refuses_to_decontaminate_against_its_own_train_split(tmp_path):
     from tapt.recipe import RecipeError
 
